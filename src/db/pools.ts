@@ -1,0 +1,115 @@
+import pg from "pg";
+import { HubError } from "../errors.js";
+import type { Logger } from "../logger.js";
+import { redactUrl } from "../config.js";
+
+export interface HubPools {
+  /** Connects as the authenticator; every GraphQL request switches to app_postgraphile. */
+  graphql: pg.Pool;
+  /** Migrations, superuserPool for plugins, identity lookups. */
+  superuser: pg.Pool;
+}
+
+function makePool(connectionString: string, name: string, max: number, log: Logger): pg.Pool {
+  const pool = new pg.Pool({ connectionString, max, application_name: `hub:${name}`, connectionTimeoutMillis: 10_000 });
+  // An idle client losing its connection (Postgres restarted, network blip)
+  // emits "error" on the pool; unhandled, that would crash the process.
+  pool.on("error", (error) => log.error({ err: error, pool: name }, "idle database connection lost; it will be replaced"));
+  return pool;
+}
+
+export async function openPools(urls: { databaseUrl: string; superuserDatabaseUrl: string }, log: Logger): Promise<HubPools> {
+  const superuser = makePool(urls.superuserDatabaseUrl, "superuser", 10, log);
+  const graphql = makePool(urls.databaseUrl, "graphql", 20, log);
+  for (const [pool, variable, url] of [
+    [superuser, "SUPERUSER_DATABASE_URL", urls.superuserDatabaseUrl],
+    [graphql, "DATABASE_URL", urls.databaseUrl],
+  ] as const) {
+    try {
+      await pool.query("select 1");
+    } catch (error) {
+      await Promise.all([superuser.end(), graphql.end()]).catch(() => undefined);
+      throw new HubError(
+        "HUB_DB_CONNECT",
+        `Cannot connect to ${variable} (${redactUrl(url)}): ${(error as Error).message}`,
+        { cause: error },
+      );
+    }
+  }
+  return { graphql, superuser };
+}
+
+/**
+ * GraphQL requests run as app_postgraphile, so the DATABASE_URL user must be a
+ * member of it. Grant it when we hold a superuser connection; otherwise say
+ * exactly which statement an administrator has to run.
+ */
+export async function ensureRoleSwitch(pools: HubPools, log: Logger): Promise<void> {
+  const { rows } = await pools.graphql.query<{ who: string; ok: boolean }>(
+    "select current_user as who, pg_has_role(current_user, 'app_postgraphile', 'member') as ok",
+  );
+  const row = rows[0];
+  if (!row || row.ok) return;
+  const grant = `GRANT app_postgraphile TO ${pg.escapeIdentifier(row.who)};`;
+  try {
+    await pools.superuser.query(grant);
+    log.info({ role: row.who }, "granted app_postgraphile to the DATABASE_URL user");
+  } catch (error) {
+    throw new HubError(
+      "HUB_DB_ROLE",
+      `The DATABASE_URL user ${JSON.stringify(row.who)} cannot switch to the role app_postgraphile, and granting it failed (${(error as Error).message}). ` +
+        `Run as a database superuser: ${grant}`,
+      { cause: error },
+    );
+  }
+}
+
+/**
+ * Run fn inside a transaction on a client of pool: commit when it returns,
+ * roll back when it throws, and return what fn returned.
+ */
+export async function withPgPoolTransaction<T>(pool: pg.Pool, fn: (pgClient: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    await client.query("begin");
+    const result = await fn(client);
+    await client.query("commit");
+    return result;
+  } catch (error) {
+    try {
+      await client.query("rollback");
+    } catch (rollbackError) {
+      // The connection is unusable: do not return it to the pool.
+      broken = rollbackError as Error;
+    }
+    throw error;
+  } finally {
+    client.release(broken);
+  }
+}
+
+let currentSuperuserPool: pg.Pool | undefined;
+
+export function setSuperuserPool(pool: pg.Pool | undefined): void {
+  currentSuperuserPool = pool;
+}
+
+/**
+ * `superuserPool` as exported from `@hubpkg/hub/db`: a stable object a plugin
+ * module can import before the server starts; it forwards to the running
+ * server's pool and says so clearly when used too early.
+ */
+export const superuserPool: pg.Pool = new Proxy({} as pg.Pool, {
+  get(_target, prop) {
+    if (!currentSuperuserPool) {
+      if (prop === "then") return undefined; // not a thenable
+      throw new HubError(
+        "HUB_NOT_STARTED",
+        `superuserPool.${String(prop)} was used before the hub started; use it inside resolvers, plans or routes, or after startAndListen() resolves.`,
+      );
+    }
+    const value = Reflect.get(currentSuperuserPool, prop, currentSuperuserPool) as unknown;
+    return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(currentSuperuserPool) : value;
+  },
+});

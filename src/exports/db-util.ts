@@ -1,0 +1,1 @@
+export { exactlyOneRow, maybeOneRow } from "../db/util.js";

@@ -1,0 +1,1 @@
+export { logger, type Logger } from "../logger.js";

@@ -1,0 +1,8 @@
+import "./prelude.js";
+
+export { startAndListen, type RunningServer } from "./start.js";
+export { defaultPlugins, HubCurrentIdentityPlugin } from "./default-plugins.js";
+export type { ServerOptions, ConfigureApp, ConfigureAppArgs } from "./options.js";
+export type { PluginContext } from "./context.js";
+export type { Identity, UserIdentity, OperatorIdentity } from "./identity.js";
+export { HubError, type HubErrorCode } from "./errors.js";

@@ -1,0 +1,50 @@
+import { pino, type Logger } from "pino";
+import type { LogLevel } from "./config.js";
+
+export type { Logger };
+
+/**
+ * Credentials must never reach a log: the Authorization header (session tokens,
+ * API keys) and anything that looks like a password in a connection string.
+ */
+const REDACT = [
+  "req.headers.authorization",
+  "headers.authorization",
+  "authorization",
+  "*.authorization",
+  "password",
+  "*.password",
+];
+
+export function createLogger(options: { level: LogLevel; pretty: boolean }): Logger {
+  return pino({
+    level: options.level,
+    redact: { paths: REDACT, censor: "[redacted]" },
+    ...(options.pretty
+      ? {
+          transport: {
+            target: "pino-pretty",
+            options: { colorize: process.stdout.isTTY === true, translateTime: "HH:MM:ss.l", ignore: "pid,hostname" },
+          },
+        }
+      : {}),
+  });
+}
+
+/**
+ * The logger of the running server, for plugin code (`@hubpkg/hub/logger`).
+ * Before a server starts it is a plain JSON logger at "info", so importing it
+ * early never fails.
+ */
+let current: Logger = pino({ level: "info", redact: { paths: REDACT, censor: "[redacted]" } });
+
+export function setLogger(logger: Logger): void {
+  current = logger;
+}
+
+export const logger: Logger = new Proxy({} as Logger, {
+  get(_target, prop) {
+    const value = Reflect.get(current, prop, current) as unknown;
+    return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(current) : value;
+  },
+});

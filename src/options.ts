@@ -1,0 +1,80 @@
+import type { LogLevel } from "./config.js";
+import { LOG_LEVELS } from "./config.js";
+import { HubError, optionInvalid } from "./errors.js";
+
+/** What `configureApp` receives in the object form (spec §4.4). */
+export interface ConfigureAppArgs<App> {
+  app: App;
+  superuserPool: import("pg").Pool;
+}
+
+/**
+ * Both revisions of spec §9: `({ app, superuserPool }) => …` and `(app) => …`.
+ * The hub passes one argument that works as either (see adapters/express.ts).
+ */
+export type ConfigureApp<App = import("express").Express> =
+  | ((args: ConfigureAppArgs<App>) => void | Promise<void>)
+  | ((app: App) => void | Promise<void>);
+
+export interface ServerOptions {
+  /** Plugins that build the GraphQL schema; `[...defaultPlugins, X]` keeps the hub's own. */
+  plugins?: GraphileConfig.Plugin[];
+  /** More Postgres schemas to expose, e.g. ["app"]. */
+  extraPgSchemas?: string[];
+  /** Adds Express routes and middleware (spec §4.4). */
+  configureApp?: ConfigureApp;
+  /** A directory of NNN-name.sql files applied once each, in order, at start-up. */
+  userDatabaseMigrationsPath?: string;
+  /** Where to write the schema's SDL at every start. */
+  exportSchemaSDLPath?: string;
+  /** Overrides of the environment (README: Configuration). */
+  port?: number;
+  host?: string;
+  dataDir?: string;
+  databaseUrl?: string;
+  superuserDatabaseUrl?: string;
+  logLevel?: LogLevel;
+  /** Serve Ruru (GraphiQL); default: on outside production. */
+  graphiql?: boolean;
+  /** Stop cleanly on SIGINT/SIGTERM; default true. */
+  handleSignals?: boolean;
+}
+
+const KNOWN: Record<keyof ServerOptions, (v: unknown) => string | undefined> = {
+  plugins: (v) => (Array.isArray(v) && v.every((p) => typeof p === "object" && p !== null && typeof (p as { name?: unknown }).name === "string") ? undefined : "an array of Graphile plugins (objects with a name), e.g. [...defaultPlugins, MyPlugin]"),
+  extraPgSchemas: (v) => (Array.isArray(v) && v.every((s) => typeof s === "string" && /^[a-z_][a-z0-9_$]*$/i.test(s)) ? undefined : 'an array of Postgres schema names, e.g. ["app"]'),
+  configureApp: (v) => (typeof v === "function" ? undefined : "a function receiving { app, superuserPool } (or the app)"),
+  userDatabaseMigrationsPath: (v) => (typeof v === "string" && v !== "" ? undefined : "a directory path"),
+  exportSchemaSDLPath: (v) => (typeof v === "string" && v !== "" ? undefined : "a file path"),
+  port: (v) => (Number.isInteger(v) && (v as number) >= 0 && (v as number) <= 65535 ? undefined : "an integer from 0 to 65535"),
+  host: (v) => (typeof v === "string" && v !== "" ? undefined : "a host name or IP address"),
+  dataDir: (v) => (typeof v === "string" && v !== "" ? undefined : "a directory path"),
+  databaseUrl: (v) => (typeof v === "string" && /^postgres(ql)?:\/\//.test(v) ? undefined : "a postgres:// URL"),
+  superuserDatabaseUrl: (v) => (typeof v === "string" && /^postgres(ql)?:\/\//.test(v) ? undefined : "a postgres:// URL"),
+  logLevel: (v) => ((LOG_LEVELS as readonly unknown[]).includes(v) ? undefined : `one of ${LOG_LEVELS.join(", ")}`),
+  graphiql: (v) => (typeof v === "boolean" ? undefined : "true or false"),
+  handleSignals: (v) => (typeof v === "boolean" ? undefined : "true or false"),
+};
+
+export const KNOWN_OPTIONS = Object.keys(KNOWN) as (keyof ServerOptions)[];
+
+/** Reject misspelt or mistyped options up front, naming what was received. */
+export function validateOptions(options: unknown): ServerOptions {
+  if (options === undefined) return {};
+  if (typeof options !== "object" || options === null || Array.isArray(options)) {
+    throw new HubError("HUB_OPTION_INVALID", `startAndListen expects an options object; received ${typeof options}.`);
+  }
+  for (const [key, value] of Object.entries(options)) {
+    const check = KNOWN[key as keyof ServerOptions];
+    if (!check) {
+      throw new HubError(
+        "HUB_OPTION_UNKNOWN",
+        `Unknown server option "${key}". Known options: ${KNOWN_OPTIONS.join(", ")}.`,
+      );
+    }
+    if (value === undefined) continue;
+    const expected = check(value);
+    if (expected) throw optionInvalid(key, value, expected);
+  }
+  return options as ServerOptions;
+}

@@ -1,0 +1,100 @@
+import { makePgService } from "postgraphile/adaptors/pg";
+import { PostGraphileAmberPreset } from "postgraphile/presets/amber";
+import type pg from "pg";
+import type {} from "grafserv/node"; // declares requestContext.node
+import { GraphQLError } from "graphql";
+import { isSafeError } from "grafast";
+import { randomBytes } from "node:crypto";
+import type { Identity } from "./identity.js";
+import { pgSettingsFor } from "./identity.js";
+import { HubInflectionPlugin } from "./inflection.js";
+import type { Logger } from "./logger.js";
+import type { PluginContext } from "./context.js";
+
+export interface PresetInput {
+  plugins: GraphileConfig.Plugin[];
+  extraPgSchemas: string[];
+  graphqlPool: pg.Pool;
+  superuserPool: pg.Pool;
+  graphiql: boolean;
+  log: Logger;
+  /** Largest accepted /graphql body in bytes. */
+  maxRequestLength: number;
+}
+
+/** Where the auth hook leaves the identity: on the raw Node request (design §2). */
+export interface RequestWithIdentity {
+  identity?: Identity | undefined;
+  id?: string;
+}
+
+/**
+ * Errors a plugin throws on purpose (GraphQLError, grafast SafeError) reach the
+ * client as they are; anything else is an internal failure: the client gets an
+ * id, the log gets the error with the same id (never `console`).
+ */
+export function makeMaskError(log: Logger) {
+  return (error: GraphQLError): GraphQLError => {
+    const original = error.originalError;
+    if (!original && error instanceof GraphQLError) return error;
+    if (original instanceof GraphQLError) return error;
+    if (original != null && isSafeError(original)) {
+      return new GraphQLError(original.message, {
+        nodes: error.nodes,
+        source: error.source,
+        positions: error.positions,
+        path: error.path,
+        originalError: original,
+        extensions: (original as { extensions?: Record<string, unknown> }).extensions ?? null,
+      });
+    }
+    const errorId = randomBytes(6).toString("hex");
+    log.error({ errorId, err: original ?? error, path: error.path }, "masked GraphQL error");
+    return new GraphQLError(`Internal error (reference ${errorId}); the server log has the details.`, {
+      nodes: error.nodes,
+      source: error.source,
+      positions: error.positions,
+      path: error.path,
+      originalError: original,
+      extensions: { errorId, code: "INTERNAL_SERVER_ERROR" },
+    });
+  };
+}
+
+export function makePreset(input: PresetInput): GraphileConfig.Preset {
+  const { superuserPool } = input;
+  return {
+    extends: [PostGraphileAmberPreset],
+    // No Relay global ids: `id` is the row's UUID, as in the original.
+    disablePlugins: ["NodePlugin"],
+    plugins: [HubInflectionPlugin, ...input.plugins],
+    pgServices: [
+      makePgService({
+        pool: input.graphqlPool,
+        schemas: ["hub", ...input.extraPgSchemas],
+      }),
+    ],
+    grafserv: {
+      graphqlPath: "/graphql",
+      graphqlOverGET: true,
+      graphiql: input.graphiql,
+      graphiqlOnGraphQLGET: input.graphiql,
+      graphiqlPath: "/graphiql",
+      maxRequestLength: input.maxRequestLength,
+      websockets: false,
+      maskError: makeMaskError(input.log),
+    },
+    grafast: {
+      context(requestContext): Partial<PluginContext> {
+        const req = requestContext.node?.req as (RequestWithIdentity & object) | undefined;
+        const identity = req?.identity;
+        return {
+          identity,
+          superuserPool,
+          pgSettings: pgSettingsFor(identity),
+          requestId: req?.id,
+        };
+      },
+    },
+  };
+}

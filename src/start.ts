@@ -1,0 +1,149 @@
+import "./prelude.js";
+import fsp from "node:fs/promises";
+import path from "node:path";
+import { postgraphile } from "postgraphile";
+import { lexicographicSortSchema, printSchema } from "graphql";
+import { readConfig, type HubConfig } from "./config.js";
+import { createLogger, setLogger, type Logger } from "./logger.js";
+import { startEmbeddedPostgres, type EmbeddedDatabase } from "./db/embedded.js";
+import { openPools, ensureRoleSwitch, setSuperuserPool, type HubPools } from "./db/pools.js";
+import { migrate } from "./db/migrate.js";
+import { validateOptions, type ServerOptions } from "./options.js";
+import { makePreset } from "./preset.js";
+import { defaultPlugins } from "./default-plugins.js";
+import { createFastify } from "../adapters/fastify.js";
+import { mountGraphQL } from "../adapters/grafserv.js";
+
+export interface RunningServer {
+  port: number;
+  /** http://host:port, with 127.0.0.1 for a wildcard host. */
+  url: string;
+  /** Connection string of the superuser connection (the embedded one, or SUPERUSER_DATABASE_URL). */
+  superuserDatabaseUrl: string;
+  /** Close HTTP (finishing in-flight requests), the pools and the embedded database. */
+  stop(): Promise<void>;
+}
+
+const MAX_BODY = 1024 * 1024;
+
+function applyOverrides(config: HubConfig, options: ServerOptions): HubConfig {
+  return {
+    ...config,
+    port: options.port ?? config.port,
+    host: options.host ?? config.host,
+    dataDir: options.dataDir !== undefined ? path.resolve(options.dataDir) : config.dataDir,
+    databaseUrl: options.databaseUrl ?? config.databaseUrl,
+    superuserDatabaseUrl: options.superuserDatabaseUrl ?? config.superuserDatabaseUrl,
+    logLevel: options.logLevel ?? config.logLevel,
+  };
+}
+
+/** Undo what a failed start had already done, in reverse order. */
+async function unwind(steps: (() => Promise<unknown>)[], log: Logger): Promise<void> {
+  for (const step of steps.reverse()) {
+    try {
+      await step();
+    } catch (error) {
+      log.warn({ err: error }, "error while releasing resources");
+    }
+  }
+}
+
+export async function startAndListen(
+  rawOptions?: ServerOptions,
+  callback?: (info: { port: number }) => void,
+): Promise<RunningServer> {
+  const options = validateOptions(rawOptions);
+  const config = applyOverrides(readConfig(), options);
+  const log = createLogger({ level: config.logLevel, pretty: config.nodeEnv === "development" && process.stdout.isTTY === true });
+  setLogger(log);
+
+  const cleanup: (() => Promise<unknown>)[] = [];
+  try {
+    let embedded: EmbeddedDatabase | undefined;
+    let urls: { databaseUrl: string; superuserDatabaseUrl: string };
+    if (config.databaseUrl && config.superuserDatabaseUrl) {
+      urls = { databaseUrl: config.databaseUrl, superuserDatabaseUrl: config.superuserDatabaseUrl };
+    } else {
+      embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, log, fastInit: config.nodeEnv === "test" });
+      cleanup.push(() => embedded!.stop());
+      urls = { databaseUrl: embedded.authenticatorUrl, superuserDatabaseUrl: embedded.superuserUrl };
+    }
+
+    const pools: HubPools = await openPools(urls, log);
+    cleanup.push(() => Promise.all([pools.graphql.end(), pools.superuser.end()]));
+    await migrate(pools.superuser, { userMigrationsPath: options.userDatabaseMigrationsPath, log });
+    await ensureRoleSwitch(pools, log);
+    setSuperuserPool(pools.superuser);
+    cleanup.push(async () => setSuperuserPool(undefined));
+
+    const preset = makePreset({
+      plugins: options.plugins ?? defaultPlugins,
+      extraPgSchemas: options.extraPgSchemas ?? [],
+      graphqlPool: pools.graphql,
+      superuserPool: pools.superuser,
+      graphiql: options.graphiql ?? config.nodeEnv !== "production",
+      log,
+      maxRequestLength: MAX_BODY,
+    });
+    const pgl = postgraphile(preset);
+    cleanup.push(async () => pgl.release());
+    const { schema } = await pgl.getSchemaResult();
+    if (options.exportSchemaSDLPath) {
+      const file = path.resolve(options.exportSchemaSDLPath);
+      await fsp.mkdir(path.dirname(file), { recursive: true });
+      await fsp.writeFile(file, `${printSchema(lexicographicSortSchema(schema))}\n`);
+      log.info({ file }, "wrote the GraphQL schema SDL");
+    }
+
+    const app = createFastify({ logger: log, bodyLimit: MAX_BODY });
+    cleanup.push(() => app.close());
+    await mountGraphQL(app, pgl);
+    await app.listen({ port: config.port, host: config.host });
+    const address = app.server.address();
+    const port = typeof address === "object" && address ? address.port : config.port;
+    const displayHost = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host.includes(":") ? `[${config.host}]` : config.host;
+    const url = `http://${displayHost}:${port}`;
+    log.info({ url: `${url}/graphql`, dataDir: embedded ? config.dataDir : undefined }, `hub listening on ${url}/graphql`);
+
+    let stopping: Promise<void> | undefined;
+    const stop = () => {
+      stopping ??= (async () => {
+        removeSignalHandlers();
+        log.info("stopping: closing HTTP, then the database pools");
+        await unwind(cleanup, log);
+        log.info("stopped");
+      })();
+      return stopping;
+    };
+
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (stopping) {
+        log.warn({ signal }, "second signal: exiting now");
+        process.exit(1);
+      }
+      log.info({ signal }, "received signal");
+      void stop().then(
+        () => process.exit(0),
+        (error: unknown) => {
+          log.error({ err: error }, "error while stopping");
+          process.exit(1);
+        },
+      );
+    };
+    const removeSignalHandlers = () => {
+      process.removeListener("SIGINT", onSignal);
+      process.removeListener("SIGTERM", onSignal);
+    };
+    if (options.handleSignals !== false) {
+      process.on("SIGINT", onSignal);
+      process.on("SIGTERM", onSignal);
+    }
+
+    callback?.({ port });
+    return { port, url, superuserDatabaseUrl: urls.superuserDatabaseUrl, stop };
+  } catch (error) {
+    await unwind(cleanup, log);
+    throw error;
+  }
+}
