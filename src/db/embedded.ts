@@ -337,7 +337,8 @@ async function ensureDatabaseAndRoles(port: number, creds: Credentials): Promise
       try {
         await admin.query(`create database ${DATABASE}`);
       } catch (error) {
-        if ((error as { code?: string }).code !== "42P04") throw error; // created concurrently
+        const code = (error as { code?: string }).code;
+        if (code !== "42P04" && code !== "23505") throw error; // created concurrently
       }
     }
     const role = await admin.query("select 1 from pg_roles where rolname = $1", [AUTHENTICATOR_ROLE]);

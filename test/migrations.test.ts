@@ -1,0 +1,101 @@
+import "./helpers/env.js";
+import fs from "node:fs";
+import path from "node:path";
+import pg from "pg";
+import t from "tap";
+import { startAndListen } from "@hubpkg/hub";
+import { tmpDir, writeFiles } from "./helpers/tmp.js";
+
+const base = { port: 0, logLevel: "silent" as const, handleSignals: false };
+
+async function query<T extends pg.QueryResultRow>(url: string, sql: string): Promise<T[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query<T>(sql)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+t.test("user migrations: numeric order, once each, concurrent starts, edits reported", async (t) => {
+  const dataDir = tmpDir(t);
+  const dir = writeFiles(path.join(dataDir, "migrations"), {
+    // Lexically "10-" sorts before "2-": the numeric prefix decides.
+    "10-third.sql": "insert into app.log (step) values ('third');",
+    "2-second.sql": "insert into app.log (step) values ('second');",
+    "001-first.sql": "create schema app; create table app.log (n serial primary key, step text not null);",
+    "README.md": "not a migration",
+  });
+
+  // Two hubs starting at the same moment on one database: each migration once.
+  const [a, b] = await Promise.all([
+    startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir }),
+    startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir }),
+  ]);
+  t.teardown(async () => {
+    await b.stop();
+    await a.stop();
+  });
+  const rows = await query<{ step: string }>(a.superuserDatabaseUrl, "select step from app.log order by n");
+  t.same(rows.map((r) => r.step), ["second", "third"], "applied once each, in numeric order");
+  const recorded = await query<{ name: string }>(a.superuserDatabaseUrl, "select name from hub_secret.migration where kind = 'user' order by applied_at, name");
+  t.same(recorded.map((r) => r.name).sort(), ["001-first.sql", "10-third.sql", "2-second.sql"]);
+  await b.stop();
+  await a.stop();
+
+  // Restart: nothing re-runs.
+  const c = await startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir });
+  t.same((await query(c.superuserDatabaseUrl, "select step from app.log")).length, 2, "a restart applies nothing again");
+  await c.stop();
+
+  // An applied file that was edited is reported, not silently re-run.
+  fs.writeFileSync(path.join(dir, "2-second.sql"), "insert into app.log (step) values ('edited');");
+  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir }), {
+    code: "HUB_MIGRATION_CHANGED",
+    message: /"2-second\.sql".*edited after it was applied/,
+  });
+});
+
+t.test("a failing migration stops start-up, names the file and leaves nothing behind", async (t) => {
+  const dataDir = tmpDir(t);
+  const dir = writeFiles(path.join(dataDir, "migrations"), {
+    "001-ok.sql": "create table public.ok_table (id int);",
+    "002-broken.sql": "create table public.half_done (id int);\ninsert into public.half_done values (1);\nselect * from no_such_table;",
+  });
+  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir }), {
+    code: "HUB_MIGRATION_FAILED",
+    message: /"002-broken\.sql".*line 3.*relation "no_such_table" does not exist/s,
+  });
+  // Fix the file and start: the first migration is not re-run, the fixed one applies.
+  fs.writeFileSync(path.join(dir, "002-broken.sql"), "create table public.half_done (id int);");
+  const hub = await startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir });
+  t.teardown(() => hub.stop());
+  const tables = await query<{ relname: string }>(hub.superuserDatabaseUrl, "select relname from pg_class where relname in ('ok_table', 'half_done') order by relname");
+  t.same(tables.map((r) => r.relname), ["half_done", "ok_table"]);
+  const halfDone = await query<{ n: number }>(hub.superuserDatabaseUrl, "select count(*)::int as n from public.half_done");
+  t.equal(halfDone[0]!.n, 0, "the failed attempt's insert was rolled back");
+});
+
+t.test("ambiguous or unreadable migration folders stop start-up with the file name", async (t) => {
+  const dataDir = tmpDir(t);
+  const dup = writeFiles(path.join(dataDir, "dup"), { "001-a.sql": "select 1;", "1-b.sql": "select 1;" });
+  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dup }), {
+    code: "HUB_MIGRATION_NAME",
+    message: /"001-a\.sql" and "1-b\.sql".*share the numeric prefix 1/,
+  });
+  const unnumbered = writeFiles(path.join(dataDir, "unnumbered"), { "create.sql": "select 1;" });
+  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: unnumbered }), {
+    code: "HUB_MIGRATION_NAME",
+    message: /"create\.sql".*no numeric prefix/,
+  });
+  const latin1 = writeFiles(path.join(dataDir, "latin1"), { "001-x.sql": Buffer.from([0x73, 0x65, 0x6c, 0xe9, 0x0a]) });
+  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: latin1 }), {
+    code: "HUB_MIGRATION_FAILED",
+    message: /"001-x\.sql".*not valid UTF-8/,
+  });
+  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: path.join(dataDir, "missing") }), {
+    code: "HUB_MIGRATION_NAME",
+    message: /cannot be read/,
+  });
+});

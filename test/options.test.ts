@@ -1,0 +1,91 @@
+import "./helpers/env.js";
+import fs from "node:fs";
+import path from "node:path";
+import t from "tap";
+import { startAndListen, defaultPlugins } from "@hubpkg/hub";
+import { gql } from "./helpers/http.js";
+import { tmpDir, writeFiles } from "./helpers/tmp.js";
+
+const base = { port: 0, logLevel: "silent" as const, handleSignals: false };
+
+t.test("extraPgSchemas exposes a table with plain names; SDL export; callback form", async (t) => {
+  const dataDir = tmpDir(t);
+  const migrations = writeFiles(path.join(dataDir, "migrations"), {
+    "001-app.sql": `
+      create schema app;
+      grant usage on schema app to app_postgraphile;
+      create table app.widget (
+        id uuid primary key default hub_hidden.uuid_generate_v7(),
+        label text not null
+      );
+      grant select on app.widget to app_postgraphile;
+      insert into app.widget (label) values ('first'), ('second');
+    `,
+  });
+  const sdlPath = path.join(dataDir, "out", "schema.graphql");
+  let callbackPort: number | undefined;
+  const hub = await startAndListen(
+    { ...base, dataDir, extraPgSchemas: ["app"], userDatabaseMigrationsPath: migrations, exportSchemaSDLPath: sdlPath, plugins: [...defaultPlugins] },
+    ({ port }) => (callbackPort = port),
+  );
+  t.teardown(() => hub.stop());
+  t.equal(callbackPort, hub.port, "the completion callback receives { port }");
+  t.ok(hub.port > 0);
+
+  const res = await gql(hub.url, "{ allWidgets { nodes { id label } } }");
+  t.same(res.body.errors, undefined);
+  const nodes = (res.body.data as any).allWidgets.nodes as { id: string; label: string }[];
+  t.same(nodes.map((n) => n.label).sort(), ["first", "second"], "rows of the extra schema are served");
+  t.match(nodes[0]!.id, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, "id is the row's UUIDv7, not a Relay id");
+  const byId = await gql(hub.url, "query($id: UUID!) { widgetById(id: $id) { label } }", { id: nodes[1]!.id });
+  t.same(byId.body, { data: { widgetById: { label: nodes[1]!.label } } }, "lookup by id: widgetById(id: UUID!)");
+
+  const sdl = fs.readFileSync(sdlPath, "utf8");
+  t.match(sdl, /type Widget \{/);
+  t.match(sdl, /hubCurrentUser: HubUser/);
+  t.match(sdl, /hubUserById\(id: UUID!\): HubUser/);
+  t.match(sdl, /allHubCasinos\(/);
+  t.notMatch(sdl, /interface Node\b/, "no Relay Node interface");
+  t.notMatch(sdl, /nodeId/);
+  t.notMatch(sdl, /Digest/i, "credential digests are not exposed");
+});
+
+t.test("plugins without defaultPlugins drop the hub's own queries", async (t) => {
+  const dataDir = tmpDir(t);
+  const hub = await startAndListen({ ...base, dataDir, plugins: [] });
+  t.teardown(() => hub.stop());
+  const res = await gql(hub.url, "{ hubCurrentUser { id } }");
+  t.match(res.body.errors?.[0]?.message, /Cannot query field "hubCurrentUser"/);
+  t.same((await gql(hub.url, "{ allHubUsers { totalCount } }")).body, { data: { allHubUsers: { totalCount: 0 } } }, "the generated API stays");
+});
+
+t.test("options are validated before anything starts", async (t) => {
+  await t.rejects(startAndListen({ ...base, plugin: [] } as never), {
+    code: "HUB_OPTION_UNKNOWN",
+    message: /Unknown server option "plugin"\. Known options: plugins, extraPgSchemas, configureApp, userDatabaseMigrationsPath, exportSchemaSDLPath/,
+  });
+  await t.rejects(startAndListen({ ...base, extraPgSchemas: "app" } as never), {
+    code: "HUB_OPTION_INVALID",
+    message: /"extraPgSchemas".*received "app".*array of Postgres schema names/,
+  });
+  await t.rejects(startAndListen({ ...base, port: 99999 }), { code: "HUB_OPTION_INVALID", message: /"port".*99999/ });
+  await t.rejects(startAndListen({ ...base, plugins: [{}] } as never), { code: "HUB_OPTION_INVALID", message: /"plugins"/ });
+  await t.rejects(startAndListen({ ...base, configureApp: "nope" } as never), { code: "HUB_OPTION_INVALID", message: /"configureApp"/ });
+  await t.rejects(startAndListen(42 as never), { code: "HUB_OPTION_INVALID" });
+});
+
+t.test("stop() closes HTTP and the database", async (t) => {
+  const dataDir = tmpDir(t);
+  const hub = await startAndListen({ ...base, dataDir });
+  const pid = Number(fs.readFileSync(path.join(dataDir, "pg/postmaster.pid"), "utf8").split("\n")[0]);
+  await hub.stop();
+  await t.rejects(fetch(`${hub.url}/graphql`), "HTTP no longer accepts connections");
+  let alive = true;
+  try {
+    process.kill(pid, 0);
+  } catch {
+    alive = false;
+  }
+  t.notOk(alive, "the embedded Postgres has stopped");
+  await hub.stop(); // idempotent
+});

@@ -1,0 +1,119 @@
+import "./helpers/env.js";
+import fs from "node:fs";
+import path from "node:path";
+import pg from "pg";
+import t from "tap";
+import { gql } from "./helpers/http.js";
+import { startServerProcess } from "./helpers/process.js";
+import { tmpDir } from "./helpers/tmp.js";
+
+function postmasterPid(dataDir: string): number | undefined {
+  try {
+    return Number(fs.readFileSync(path.join(dataDir, "pg/postmaster.pid"), "utf8").split("\n")[0]);
+  } catch {
+    return undefined;
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+async function superuserClient(dataDir: string): Promise<pg.Client> {
+  const { superuserPassword } = JSON.parse(fs.readFileSync(path.join(dataDir, "credentials.json"), "utf8")) as { superuserPassword: string };
+  const port = Number(fs.readFileSync(path.join(dataDir, "pg/postmaster.pid"), "utf8").split("\n")[3]);
+  const client = new pg.Client({ host: "127.0.0.1", port, user: "postgres", password: superuserPassword, database: "hub" });
+  await client.connect();
+  return client;
+}
+
+t.test("node dist/server.js: first start, second process, SIGINT, restart on the same data dir", async (t) => {
+  const dataDir = tmpDir(t);
+
+  // First start: initdb, migrations, GraphQL over POST and GET.
+  const first = await startServerProcess({ HUB_DATA_DIR: dataDir });
+  t.teardown(() => first.child.kill("SIGKILL"));
+  t.match(first.output(), /initialising the embedded Postgres cluster/);
+  t.match(first.output(), new RegExp(`"dataDir":"${dataDir.replace(/[/\\]/g, "\\$&")}"`), "logs where the data lives");
+
+  const anon = await gql(first.url, "{ hubCurrentUser { id } }");
+  t.same(anon.body, { data: { hubCurrentUser: null } }, "the README's first curl answers null");
+
+  // A database-backed field (fails with a masked error on Node 20 without Promise.withResolvers).
+  const casinos = await gql(first.url, "{ allHubCasinos { totalCount nodes { id } } }");
+  t.same(casinos.body.errors, undefined, "no error from a database field");
+  t.equal((casinos.body.data as any).allHubCasinos.totalCount, 0, "RLS hides every casino from an anonymous request");
+
+  const viaGet = await fetch(`${first.url}/graphql?query=${encodeURIComponent("{ allHubCasinos { totalCount } }")}`);
+  t.equal(viaGet.status, 200);
+  t.same(await viaGet.json(), { data: { allHubCasinos: { totalCount: 0 } } }, "GET /graphql runs a database query");
+
+  const mutationViaGet = await fetch(`${first.url}/graphql?query=${encodeURIComponent("mutation { __typename }")}`);
+  t.equal(mutationViaGet.status, 405, "a mutation over GET is refused with 405");
+
+  // The playground casino and its HOUSE currency exist after the first start.
+  const su = await superuserClient(dataDir);
+  const playground = await su.query("select c.is_playground, cur.key from hub.casino c join hub.currency cur on cur.casino_id = c.id where c.name = 'playground'");
+  t.same(playground.rows, [{ is_playground: true, key: "HOUSE" }]);
+  await su.query("insert into hub.casino (name) values ('persisted-across-restarts')");
+  await su.end();
+
+  // A second server on the same data dir uses the running Postgres.
+  const pid = postmasterPid(dataDir)!;
+  const second = await startServerProcess({ HUB_DATA_DIR: dataDir });
+  t.teardown(() => second.child.kill("SIGKILL"));
+  t.match(second.output(), /using the embedded Postgres another process started/);
+  t.equal(postmasterPid(dataDir), pid, "no second postmaster");
+  t.same((await gql(second.url, "{ hubCurrentUser { id } }")).body, { data: { hubCurrentUser: null } });
+  second.child.kill("SIGINT");
+  t.equal(await second.exited, 0, "the second server exits 0");
+  t.ok(alive(pid), "stopping the second server leaves the first one's Postgres running");
+  t.same((await gql(first.url, "{ allHubCasinos { totalCount } }")).body, { data: { allHubCasinos: { totalCount: 0 } } });
+
+  // Ctrl-C stops everything: HTTP, pools, and the Postgres this process started.
+  first.child.kill("SIGINT");
+  t.equal(await first.exited, 0, "exits 0 on SIGINT");
+  t.notOk(alive(pid), "no postgres process is left behind");
+  t.match(first.output(), /embedded Postgres stopped/);
+
+  // Restart: the data survives and no initdb runs.
+  const started = Date.now();
+  const again = await startServerProcess({ HUB_DATA_DIR: dataDir });
+  t.teardown(() => again.child.kill("SIGKILL"));
+  const answer = await gql(again.url, "{ hubCurrentUser { id } }");
+  t.comment(`warm start to first answered /graphql: ${Date.now() - started} ms (process spawn included)`);
+  t.same(answer.body, { data: { hubCurrentUser: null } });
+  t.notMatch(again.output(), /initialising/, "reuses the cluster: no initdb");
+  const su2 = await superuserClient(dataDir);
+  const kept = await su2.query("select count(*)::int as n from hub.casino where name = 'persisted-across-restarts'");
+  t.equal(kept.rows[0].n, 1, "data written before the restart is still there");
+  const migrations = await su2.query("select count(*)::int as n from hub_secret.migration");
+  await su2.end();
+  again.child.kill("SIGTERM");
+  t.equal(await again.exited, 0, "exits 0 on SIGTERM");
+  t.equal(migrations.rows[0].n, 4, "core migrations recorded once each");
+});
+
+t.test("the server never logs credentials", async (t) => {
+  const dataDir = tmpDir(t);
+  const server = await startServerProcess({ HUB_DATA_DIR: dataDir, LOG_LEVEL: "trace" });
+  t.teardown(() => server.child.kill("SIGKILL"));
+  await fetch(`${server.url}/graphql`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: "session:very-secret-token-value" },
+    body: JSON.stringify({ query: "{ __typename }" }),
+  });
+  server.child.kill("SIGINT");
+  await server.exited;
+  const { superuserPassword, authenticatorPassword } = JSON.parse(fs.readFileSync(path.join(dataDir, "credentials.json"), "utf8")) as Record<string, string>;
+  t.notMatch(server.output(), /very-secret-token-value/, "Authorization header redacted");
+  t.notMatch(server.output(), new RegExp(superuserPassword!), "superuser password never logged");
+  t.notMatch(server.output(), new RegExp(authenticatorPassword!), "authenticator password never logged");
+  const mode = fs.statSync(path.join(dataDir, "credentials.json")).mode & 0o777;
+  t.equal(mode, 0o600, "credentials file readable by its owner only");
+});
