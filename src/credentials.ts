@@ -1,0 +1,141 @@
+import { createHash, randomBytes } from "node:crypto";
+import type pg from "pg";
+import type { DbCasino, DbExperience, DbUser } from "./db/types.js";
+
+/**
+ * Credentials (session tokens, API keys) are opaque random strings shown once.
+ * The database keeps only their SHA-256 digest (design §4), so a leaked dump or
+ * log grants nothing. A digest is enough here (no salt, no slow hash): the
+ * input has 256 bits of entropy, so there is nothing to brute-force.
+ */
+
+/** 32 random bytes as base64url: 43 characters, safe in an HTTP header. */
+export function newToken(): string {
+  return randomBytes(32).toString("base64url");
+}
+
+/** SHA-256 of the credential as sent; the 32-byte value stored in the bytea columns. */
+export function digest(token: string): Buffer {
+  return createHash("sha256").update(token, "utf8").digest();
+}
+
+/** The default casino of development: created by core migration 0004 with is_playground = true. */
+export const PLAYGROUND_CASINO = "playground";
+export const DEFAULT_EXPERIENCE = "default";
+
+/** Any pg.Pool, pg.Client or pg.PoolClient: each statement here stands alone. */
+type Queryable = Pick<pg.Pool, "query">;
+
+/** Insert a new operator API key; the key is returned here and never again. */
+export async function createApiKey(pool: Queryable): Promise<{ key: string; id: string }> {
+  const key = newToken();
+  const { rows } = await pool.query<{ id: string }>("insert into hub.api_key (key_digest) values ($1) returning id", [digest(key)]);
+  return { key, id: rows[0]!.id };
+}
+
+export interface CreateSessionInput {
+  userId: string;
+  casinoId: string;
+  experienceId: string;
+  /** Lifetime from now; the table's default (30 days) when omitted. Fractions allowed. */
+  expiresInSeconds?: number | undefined;
+}
+
+/**
+ * Insert a new session; the token is returned here and never again. The user,
+ * the casino and the experience must belong together (the user's and the
+ * experience's casino is casinoId): the foreign keys alone would accept a
+ * session mixing two casinos, which the row-level security then mis-scopes.
+ */
+export async function createSession(pool: Queryable, input: CreateSessionInput): Promise<{ token: string; sessionId: string; expiredAt: Date }> {
+  const { expiresInSeconds } = input;
+  if (expiresInSeconds !== undefined && (typeof expiresInSeconds !== "number" || !Number.isFinite(expiresInSeconds) || expiresInSeconds <= 0)) {
+    throw new RangeError(`createSession: expiresInSeconds must be a positive number of seconds, received ${String(expiresInSeconds)}`);
+  }
+  const token = newToken();
+  const { rows } = await pool.query<{ id: string; expired_at: Date }>(
+    `insert into hub.session (user_id, casino_id, experience_id, token_digest, expired_at)
+     select u.id, u.casino_id, e.id, $4,
+            case when $5::float8 is null then now() + interval '30 days'
+                 else now() + $5::float8 * interval '1 second' end
+       from hub.user u
+       join hub.experience e on e.casino_id = u.casino_id
+      where u.id = $1 and u.casino_id = $2 and e.id = $3
+     returning id, expired_at`,
+    [input.userId, input.casinoId, input.experienceId, digest(token), expiresInSeconds ?? null],
+  );
+  const row = rows[0];
+  if (!row) {
+    throw new Error(
+      `createSession: no user ${input.userId} with experience ${input.experienceId} in casino ${input.casinoId}; ` +
+        "the user and the experience must exist and both belong to that casino",
+    );
+  }
+  return { token, sessionId: row.id, expiredAt: row.expired_at };
+}
+
+/**
+ * Select the row, inserting it first when missing. `on conflict do nothing`
+ * followed by a select is safe under concurrency: when another transaction
+ * inserted the same key, the insert waits for it to commit, and the select
+ * that follows (a new snapshot under read committed) sees its row. Unlike
+ * `on conflict do update`, an existing row is neither locked nor rewritten.
+ */
+async function getOrCreate<T extends pg.QueryResultRow>(
+  pool: Queryable,
+  selectSql: string,
+  insertSql: string,
+  params: unknown[],
+  what: string,
+): Promise<T> {
+  const found = await pool.query<T>(selectSql, params);
+  if (found.rows[0]) return found.rows[0];
+  const inserted = await pool.query<T>(insertSql, params);
+  if (inserted.rows[0]) return inserted.rows[0];
+  const raced = await pool.query<T>(selectSql, params);
+  if (raced.rows[0]) return raced.rows[0];
+  throw new Error(`ensurePlayer: ${what} was neither found nor created`);
+}
+
+export interface EnsurePlayerInput {
+  uname: string;
+  /** Default "playground", the development casino core migration 0004 creates. */
+  casinoName?: string | undefined;
+  /** Default "default". */
+  experienceName?: string | undefined;
+}
+
+/**
+ * The casino, user and experience a session needs, creating whichever is
+ * missing (a new casino is an ordinary one: not a playground, no base_url).
+ * Idempotent and safe to run concurrently for the same names.
+ */
+export async function ensurePlayer(
+  pool: Queryable,
+  input: EnsurePlayerInput,
+): Promise<{ casino: DbCasino; user: DbUser; experience: DbExperience }> {
+  const casinoName = input.casinoName ?? PLAYGROUND_CASINO;
+  const experienceName = input.experienceName ?? DEFAULT_EXPERIENCE;
+  const casino = await getOrCreate<DbCasino>(
+    pool,
+    "select * from hub.casino where name = $1",
+    "insert into hub.casino (name) values ($1) on conflict (name) do nothing returning *",
+    [casinoName],
+    `casino ${JSON.stringify(casinoName)}`,
+  );
+  const user = await getOrCreate<DbUser>(
+    pool,
+    "select * from hub.user where casino_id = $1 and uname = $2",
+    "insert into hub.user (casino_id, uname) values ($1, $2) on conflict (casino_id, uname) do nothing returning *",
+    [casino.id, input.uname],
+    `user ${JSON.stringify(input.uname)}`,
+  );
+  const experience = await getOrCreate<DbExperience>(
+    pool,
+    "select * from hub.experience where casino_id = $1 and name = $2",
+    "insert into hub.experience (casino_id, name) values ($1, $2) on conflict (casino_id, name) do nothing returning *",
+    [casino.id, experienceName],
+    `experience ${JSON.stringify(experienceName)}`,
+  );
+  return { casino, user, experience };
+}

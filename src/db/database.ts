@@ -1,0 +1,61 @@
+import type pg from "pg";
+import type { HubConfig } from "../config.js";
+import type { Logger } from "../logger.js";
+import { startEmbeddedPostgres, type EmbeddedDatabase } from "./embedded.js";
+
+/** Where the hub's database is, however it was configured. */
+export interface OpenedDatabase {
+  /** Migrations, superuserPool, identity lookups. */
+  superuserUrl: string;
+  /** GraphQL requests (switch to app_postgraphile per request). */
+  databaseUrl: string;
+  /** Set when no URL was configured and the embedded Postgres is used. */
+  embedded: EmbeddedDatabase | undefined;
+  /** Stop the embedded Postgres if this process started it; otherwise nothing. End your pools first. */
+  close(): Promise<void>;
+}
+
+/**
+ * DATABASE_URL and SUPERUSER_DATABASE_URL when set (readConfig guarantees
+ * both or neither); otherwise the embedded Postgres in config.dataDir, started
+ * here or attached to when another process (a running hub, a CLI) has it up.
+ */
+export async function openDatabase(
+  config: Pick<HubConfig, "databaseUrl" | "superuserDatabaseUrl" | "dataDir" | "nodeEnv">,
+  log: Logger,
+): Promise<OpenedDatabase> {
+  if (config.databaseUrl && config.superuserDatabaseUrl) {
+    return {
+      superuserUrl: config.superuserDatabaseUrl,
+      databaseUrl: config.databaseUrl,
+      embedded: undefined,
+      close: async () => undefined,
+    };
+  }
+  const embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, log, fastInit: config.nodeEnv === "test" });
+  return {
+    superuserUrl: embedded.superuserUrl,
+    databaseUrl: embedded.authenticatorUrl,
+    embedded,
+    close: () => embedded.stop(),
+  };
+}
+
+/**
+ * pool.end() and wait until every connection is really closed. pg-pool's end()
+ * resolves once it has *asked* its clients to close; stopping Postgres right
+ * after would terminate backends still connected, whose clients then emit
+ * "terminating connection due to administrator command" errors.
+ */
+export async function endPool(pool: pg.Pool, timeoutMs = 5000): Promise<void> {
+  let left = pool.totalCount;
+  const closed = new Promise<void>((resolve) => {
+    if (left === 0) return resolve();
+    pool.on("remove", () => {
+      if (--left <= 0) resolve();
+    });
+    setTimeout(resolve, timeoutMs).unref();
+  });
+  await pool.end();
+  await closed;
+}

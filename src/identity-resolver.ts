@@ -1,0 +1,215 @@
+import type pg from "pg";
+import { digest } from "./credentials.js";
+import type { DbUser } from "./db/types.js";
+import { describeValue, HubError } from "./errors.js";
+import type { Identity, UserIdentity } from "./identity.js";
+
+/**
+ * Authorization header → identity (spec §5), for the auth hook (design §2).
+ *
+ *   session:<token>  → { kind: "user", user, sessionId, session }  (unrevoked, unexpired)
+ *   apikey:<key>     → { kind: "operator", apiKey, apiKeyId }       (unrevoked)
+ *
+ * Anything else is unauthenticated (undefined) and costs no database query.
+ * A bad credential never throws; a database error does, and the caller
+ * decides what a request gets then.
+ *
+ * Caching. Each answer, a valid identity or "no such credential", is kept in
+ * memory for cacheTtlMs, keyed by kind and SHA-256 digest, never by the token
+ * itself; the operator identity's apiKey is re-attached from the header at
+ * each call, so no raw credential sits in the cache. Consequences:
+ *  - revoking a session or an API key in the database takes effect after at
+ *    most cacheTtlMs in this process (call clear() to make it immediate);
+ *  - a session's expired_at is honoured exactly: a cached session is refused
+ *    from the instant it expires, whatever is left of the cache entry;
+ *  - a flood of unknown credentials costs at most one query per distinct
+ *    credential per TTL. Negative answers live in their own map, so such a
+ *    flood evicts only other negative answers, never valid identities; each
+ *    map holds at most maxEntries (oldest evicted first).
+ * Concurrent lookups of one uncached credential share a single query.
+ *
+ * `pool` should be the superuser pool: the lookups read token digests, which
+ * app_postgraphile cannot see. The resolver only ever calls `pool.query`.
+ * last_used_at is not updated here (one write per request would cost more
+ * than the lookup); that is batched elsewhere.
+ */
+export interface IdentityResolver {
+  resolve(header: string | undefined): Promise<Identity | undefined>;
+  /** Forget every cached answer, e.g. right after revoking a credential. */
+  clear(): void;
+}
+
+export interface IdentityResolverOptions {
+  /** How long an answer is reused, in ms (default 1000; 0 disables the cache). */
+  cacheTtlMs?: number | undefined;
+  /** Most cached answers of each kind, valid and invalid (default 10000). */
+  maxEntries?: number | undefined;
+}
+
+/** Longest credential accepted, in characters; ours are 43. */
+export const MAX_CREDENTIAL_LENGTH = 512;
+
+/** Visible ASCII only (0x21–0x7E): no whitespace, no control or non-ASCII characters. */
+const CREDENTIAL = /^[\x21-\x7e]+$/;
+
+type Kind = "session" | "apikey";
+
+/** What a lookup found, without any raw credential. */
+type Found =
+  | { kind: "user"; user: DbUser; session: UserIdentity["session"] }
+  | { kind: "operator"; apiKeyId: string };
+
+interface Entry {
+  found: Found | undefined;
+  /** Date.now() after which the entry is stale. */
+  staleAt: number;
+}
+
+/** Split a header into kind and credential, or undefined when it is not one we accept. */
+export function parseAuthorization(header: unknown): { kind: Kind; credential: string } | undefined {
+  if (typeof header !== "string") return undefined;
+  let kind: Kind;
+  let credential: string;
+  if (header.startsWith("session:")) {
+    kind = "session";
+    credential = header.slice(8);
+  } else if (header.startsWith("apikey:")) {
+    kind = "apikey";
+    credential = header.slice(7);
+  } else {
+    return undefined;
+  }
+  if (credential.length === 0 || credential.length > MAX_CREDENTIAL_LENGTH || !CREDENTIAL.test(credential)) return undefined;
+  return { kind, credential };
+}
+
+const SESSION_SQL = `
+select s.id, s.user_id, s.casino_id, s.experience_id, s.expired_at,
+       u.id as u_id, u.casino_id as u_casino_id, u.uname as u_uname, u.created_at as u_created_at
+  from hub.session s
+  join hub.user u on u.id = s.user_id
+ where s.token_digest = $1 and s.revoked_at is null and s.expired_at > now()`;
+
+const API_KEY_SQL = `select id from hub.api_key where key_digest = $1 and revoked_at is null`;
+
+interface SessionRow {
+  id: string;
+  user_id: string;
+  casino_id: string;
+  experience_id: string;
+  expired_at: Date;
+  u_id: string;
+  u_casino_id: string;
+  u_uname: string;
+  u_created_at: Date;
+}
+
+const resolverOptionInvalid = (option: string, received: unknown, expected: string): HubError =>
+  new HubError(
+    "HUB_OPTION_INVALID",
+    `createIdentityResolver option "${option}" is invalid: received ${describeValue(received)}, expected ${expected}.`,
+  );
+
+function checkOptions(options: IdentityResolverOptions): { ttl: number; max: number } {
+  const ttl = options.cacheTtlMs ?? 1000;
+  const max = options.maxEntries ?? 10_000;
+  if (typeof ttl !== "number" || !Number.isFinite(ttl) || ttl < 0) {
+    throw resolverOptionInvalid("cacheTtlMs", ttl, "a number of milliseconds ≥ 0");
+  }
+  if (typeof max !== "number" || !Number.isInteger(max) || max < 0) {
+    throw resolverOptionInvalid("maxEntries", max, "an integer ≥ 0");
+  }
+  return { ttl, max };
+}
+
+export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverOptions = {}): IdentityResolver {
+  const { ttl, max } = checkOptions(options);
+  const valid = new Map<string, Entry>();
+  const invalid = new Map<string, Entry>();
+  const inFlight = new Map<string, Promise<Found | undefined>>();
+  // Bumped by clear(): a lookup that started before must not refill the cache
+  // with what may be a revoked credential.
+  let generation = 0;
+
+  async function lookup(kind: Kind, key: Buffer): Promise<Found | undefined> {
+    if (kind === "apikey") {
+      const { rows } = await pool.query<{ id: string }>(API_KEY_SQL, [key]);
+      const row = rows[0];
+      return row ? { kind: "operator", apiKeyId: row.id } : undefined;
+    }
+    const { rows } = await pool.query<SessionRow>(SESSION_SQL, [key]);
+    const row = rows[0];
+    if (!row) return undefined;
+    return {
+      kind: "user",
+      user: { id: row.u_id, casino_id: row.u_casino_id, uname: row.u_uname, created_at: row.u_created_at },
+      session: { id: row.id, user_id: row.user_id, casino_id: row.casino_id, experience_id: row.experience_id, expired_at: row.expired_at },
+    };
+  }
+
+  function remember(cacheKey: string, found: Found | undefined): void {
+    if (ttl === 0 || max === 0) return;
+    const map = found ? valid : invalid;
+    map.delete(cacheKey); // re-inserting moves it to the end of the eviction order
+    map.set(cacheKey, { found, staleAt: Date.now() + ttl });
+    while (map.size > max) {
+      const oldest = map.keys().next().value as string;
+      map.delete(oldest);
+    }
+  }
+
+  function cached(cacheKey: string): Entry | undefined {
+    for (const map of [valid, invalid]) {
+      const entry = map.get(cacheKey);
+      if (!entry) continue;
+      if (Date.now() < entry.staleAt) return entry;
+      map.delete(cacheKey);
+    }
+    return undefined;
+  }
+
+  /** A fresh object per call, so no caller can alter what another one sees. */
+  function toIdentity(found: Found | undefined, credential: string): Identity | undefined {
+    if (!found) return undefined;
+    if (found.kind === "operator") return { kind: "operator", apiKey: credential, apiKeyId: found.apiKeyId };
+    // The database checked expiry when the row was read; the cache may outlive it.
+    if (found.session.expired_at.getTime() <= Date.now()) return undefined;
+    return { kind: "user", user: { ...found.user }, sessionId: found.session.id, session: { ...found.session } };
+  }
+
+  return {
+    async resolve(header) {
+      const parsed = parseAuthorization(header);
+      if (!parsed) return undefined;
+      const key = digest(parsed.credential);
+      const cacheKey = `${parsed.kind}:${key.toString("base64")}`;
+      const entry = cached(cacheKey);
+      if (entry) return toIdentity(entry.found, parsed.credential);
+
+      let pending = inFlight.get(cacheKey);
+      if (!pending) {
+        const started = generation;
+        pending = lookup(parsed.kind, key).then(
+          (found) => {
+            if (inFlight.get(cacheKey) === pending) inFlight.delete(cacheKey);
+            if (started === generation) remember(cacheKey, found);
+            return found;
+          },
+          (error: unknown) => {
+            // Not cached: the next request tries the database again.
+            if (inFlight.get(cacheKey) === pending) inFlight.delete(cacheKey);
+            throw error;
+          },
+        );
+        inFlight.set(cacheKey, pending);
+      }
+      return toIdentity(await pending, parsed.credential);
+    },
+    clear() {
+      generation++;
+      valid.clear();
+      invalid.clear();
+      inFlight.clear();
+    },
+  };
+}
