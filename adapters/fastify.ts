@@ -1,6 +1,7 @@
 import Fastify, { type FastifyInstance } from "fastify";
 import { randomUUID } from "node:crypto";
 import type { Logger } from "../src/logger.js";
+import { countResponse } from "../src/stats.js";
 
 export interface FastifyOptions {
   logger: Logger;
@@ -22,6 +23,11 @@ export function createFastify(options: FastifyOptions): FastifyInstance {
     return503OnClosing: true,
     forceCloseConnections: "idle",
     routerOptions: { ignoreTrailingSlash: true },
+  });
+  // Express requests are hijacked and counted by the Express adapter instead.
+  app.addHook("onResponse", (request, reply, done) => {
+    countResponse(request.routeOptions.url === "/graphql" ? "graphql" : "other", reply.statusCode);
+    done();
   });
   app.setNotFoundHandler((request, reply) => {
     void reply.code(404).send({

@@ -1,6 +1,7 @@
 import { context, inhibitOnNull, lambda } from "grafast";
 import { extendSchema, gql } from "graphile-utils";
 import type { Identity } from "./identity.js";
+import { BetInterfacePlugin } from "./bet-interface.js";
 
 type SessionKey = "user_id" | "casino_id" | "experience_id" | "id";
 
@@ -51,4 +52,4 @@ export const HubCurrentIdentityPlugin = extendSchema((build) => {
 }, "HubCurrentIdentityPlugin");
 
 /** The hub's own plugins; keep them with `plugins: [...defaultPlugins, MyPlugin]`. */
-export const defaultPlugins: GraphileConfig.Plugin[] = [HubCurrentIdentityPlugin];
+export const defaultPlugins: GraphileConfig.Plugin[] = [HubCurrentIdentityPlugin, BetInterfacePlugin];

@@ -16,7 +16,11 @@ const REDACT = [
   "*.password",
 ];
 
-export function createLogger(options: { level: LogLevel; pretty: boolean }): Logger {
+export function createLogger(options: { level: LogLevel; pretty: boolean; /** Default stdout; the CLI logs to 2. */ fd?: 1 | 2 }): Logger {
+  if (options.fd === 2 && !options.pretty) {
+    // Synchronous: a short-lived command must not lose lines at exit.
+    return pino({ level: options.level, redact: { paths: REDACT, censor: "[redacted]" } }, pino.destination({ fd: 2, sync: true }));
+  }
   return pino({
     level: options.level,
     redact: { paths: REDACT, censor: "[redacted]" },
@@ -24,7 +28,7 @@ export function createLogger(options: { level: LogLevel; pretty: boolean }): Log
       ? {
           transport: {
             target: "pino-pretty",
-            options: { colorize: process.stdout.isTTY === true, translateTime: "HH:MM:ss.l", ignore: "pid,hostname" },
+            options: { destination: options.fd ?? 1, colorize: process.stdout.isTTY === true, translateTime: "HH:MM:ss.l", ignore: "pid,hostname" },
           },
         }
       : {}),

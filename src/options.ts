@@ -9,12 +9,12 @@ export interface ConfigureAppArgs<App> {
 }
 
 /**
- * Both revisions of spec §9: `({ app, superuserPool }) => …` and `(app) => …`.
- * The hub passes one argument that works as either (see adapters/express.ts).
+ * Both revisions of spec §9 in one type: the argument is the Express app
+ * itself, carrying `app` (itself) and `superuserPool`, so
+ * `({ app, superuserPool }) => …` and `(app) => …` both type-check and run.
  */
-export type ConfigureApp<App = import("express").Express> =
-  | ((args: ConfigureAppArgs<App>) => void | Promise<void>)
-  | ((app: App) => void | Promise<void>);
+export type ConfigureAppArgument<App = import("express").Express> = App & ConfigureAppArgs<App>;
+export type ConfigureApp<App = import("express").Express> = (arg: ConfigureAppArgument<App>) => void | Promise<void>;
 
 export interface ServerOptions {
   /** Plugins that build the GraphQL schema; `[...defaultPlugins, X]` keeps the hub's own. */

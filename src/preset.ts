@@ -3,7 +3,7 @@ import { PostGraphileAmberPreset } from "postgraphile/presets/amber";
 import type pg from "pg";
 import type {} from "grafserv/node"; // declares requestContext.node
 import { GraphQLError } from "graphql";
-import { isSafeError } from "grafast";
+import { isPromiseLike, isSafeError } from "grafast";
 import { randomBytes } from "node:crypto";
 import type { Identity } from "./identity.js";
 import { pgSettingsFor } from "./identity.js";
@@ -28,6 +28,33 @@ export interface RequestWithIdentity {
   id?: string;
 }
 
+/** Where the request id travels from execution to masking, on the error object itself. */
+const REQUEST_ID = Symbol("hub.requestId");
+
+/**
+ * maskError sees only the error; this middleware stamps each error of a result
+ * with its request's id (from the GraphQL context) so the log line of a masked
+ * error names the request. It touches nothing on successful results.
+ */
+const ErrorRequestIdPlugin: GraphileConfig.Plugin = {
+  name: "HubErrorRequestIdPlugin",
+  version: "0.1.0",
+  grafast: {
+    middleware: {
+      execute(next, event) {
+        const requestId = (event.args.contextValue as Partial<PluginContext> | undefined)?.requestId;
+        const stamp = <R>(result: R): R => {
+          const errors = (result as { errors?: readonly object[] } | null)?.errors;
+          if (errors) for (const error of errors) Object.defineProperty(error, REQUEST_ID, { value: requestId, configurable: true });
+          return result;
+        };
+        const result = next();
+        return isPromiseLike(result) ? result.then(stamp) : stamp(result);
+      },
+    },
+  },
+};
+
 /**
  * Errors a plugin throws on purpose (GraphQLError, grafast SafeError) reach the
  * client as they are; anything else is an internal failure: the client gets an
@@ -49,7 +76,8 @@ export function makeMaskError(log: Logger) {
       });
     }
     const errorId = randomBytes(6).toString("hex");
-    log.error({ errorId, err: original ?? error, path: error.path }, "masked GraphQL error");
+    const reqId = (error as { [REQUEST_ID]?: string })[REQUEST_ID];
+    log.error({ errorId, reqId, err: original ?? error, path: error.path }, "masked GraphQL error");
     return new GraphQLError(`Internal error (reference ${errorId}); the server log has the details.`, {
       nodes: error.nodes,
       source: error.source,
@@ -67,7 +95,7 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
     extends: [PostGraphileAmberPreset],
     // No Relay global ids: `id` is the row's UUID, as in the original.
     disablePlugins: ["NodePlugin"],
-    plugins: [HubInflectionPlugin, ...input.plugins],
+    plugins: [HubInflectionPlugin, ErrorRequestIdPlugin, ...input.plugins],
     pgServices: [
       makePgService({
         pool: input.graphqlPool,

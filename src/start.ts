@@ -5,7 +5,7 @@ import { postgraphile } from "postgraphile";
 import { lexicographicSortSchema, printSchema } from "graphql";
 import { readConfig, type HubConfig } from "./config.js";
 import { createLogger, setLogger, type Logger } from "./logger.js";
-import { startEmbeddedPostgres, type EmbeddedDatabase } from "./db/embedded.js";
+import { endPool, openDatabase } from "./db/database.js";
 import { openPools, ensureRoleSwitch, setSuperuserPool, type HubPools } from "./db/pools.js";
 import { migrate } from "./db/migrate.js";
 import { validateOptions, type ServerOptions } from "./options.js";
@@ -13,6 +13,9 @@ import { makePreset } from "./preset.js";
 import { defaultPlugins } from "./default-plugins.js";
 import { createFastify } from "../adapters/fastify.js";
 import { mountGraphQL } from "../adapters/grafserv.js";
+import { addAuthHook } from "../adapters/auth.js";
+import { mountExpressApp } from "../adapters/express.js";
+import { createIdentityResolver } from "./identity-resolver.js";
 
 export interface RunningServer {
   port: number;
@@ -60,18 +63,13 @@ export async function startAndListen(
 
   const cleanup: (() => Promise<unknown>)[] = [];
   try {
-    let embedded: EmbeddedDatabase | undefined;
-    let urls: { databaseUrl: string; superuserDatabaseUrl: string };
-    if (config.databaseUrl && config.superuserDatabaseUrl) {
-      urls = { databaseUrl: config.databaseUrl, superuserDatabaseUrl: config.superuserDatabaseUrl };
-    } else {
-      embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, log, fastInit: config.nodeEnv === "test" });
-      cleanup.push(() => embedded!.stop());
-      urls = { databaseUrl: embedded.authenticatorUrl, superuserDatabaseUrl: embedded.superuserUrl };
-    }
+    const db = await openDatabase(config, log);
+    cleanup.push(() => db.close());
+    const urls = { databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl };
+    const embedded = db.embedded;
 
     const pools: HubPools = await openPools(urls, log);
-    cleanup.push(() => Promise.all([pools.graphql.end(), pools.superuser.end()]));
+    cleanup.push(() => Promise.all([endPool(pools.graphql), endPool(pools.superuser)]));
     await migrate(pools.superuser, { userMigrationsPath: options.userDatabaseMigrationsPath, log });
     await ensureRoleSwitch(pools, log);
     setSuperuserPool(pools.superuser);
@@ -98,7 +96,10 @@ export async function startAndListen(
 
     const app = createFastify({ logger: log, bodyLimit: MAX_BODY });
     cleanup.push(() => app.close());
+    // Order matters: the auth hook first, so Express and GraphQL both see the identity.
+    addAuthHook(app, createIdentityResolver(pools.superuser));
     await mountGraphQL(app, pgl);
+    if (options.configureApp) await mountExpressApp(app, options.configureApp, pools.superuser);
     await app.listen({ port: config.port, host: config.host });
     const address = app.server.address();
     const port = typeof address === "object" && address ? address.port : config.port;

@@ -208,4 +208,16 @@ insert into hub.currency (key, casino_id, display_unit_name, display_unit_scale)
   on conflict do nothing;
 `,
   },
+  {
+    name: "0005-uuid-v7-timestamp",
+    sql: /* sql */ `
+-- The creation time a UUIDv7 carries (its first 48 bits, in milliseconds):
+-- lets bet tables list rows "newest first" without a created_at column.
+create or replace function hub_hidden.uuid_v7_timestamp(id uuid) returns timestamptz
+language sql immutable strict parallel safe as $fn$
+  select to_timestamp(('x' || lpad(replace(left(id::text, 13), '-', ''), 16, '0'))::bit(64)::bigint / 1000.0)
+$fn$;
+grant execute on function hub_hidden.uuid_v7_timestamp(uuid) to app_postgraphile;
+`,
+  },
 ];

@@ -136,7 +136,8 @@ export async function migrate(pool: pg.Pool, options: { userMigrationsPath?: str
         applied.push(m.name);
         log.info({ migration: m.name, kind: m.kind }, "applied migration");
       }
-      for (const [key] of done) {
+      // Only when we were given the folder: the CLI migrates without knowing it.
+      for (const [key] of options.userMigrationsPath ? done : []) {
         if (key.startsWith("user/") && !user.some((m) => `user/${m.name}` === key)) {
           log.warn({ migration: key.slice(5) }, "a migration recorded as applied has no file in userDatabaseMigrationsPath");
         }

@@ -1,0 +1,45 @@
+import type { FastifyInstance } from "fastify";
+import type { Identity } from "../src/identity.js";
+import type { IdentityResolver } from "../src/identity-resolver.js";
+
+declare module "fastify" {
+  interface FastifyRequest {
+    identity: Identity | undefined;
+  }
+}
+
+/**
+ * The one place the Authorization header is read (design §2). Registered
+ * before everything else, it puts the identity on the Fastify request and on
+ * the raw Node request, which is Express's `req` and what grafserv hands to
+ * the GraphQL context, so nothing downstream parses the header again.
+ *
+ * A bad credential is simply no identity: routes and resolvers decide what
+ * that means (spec §5.5). Only a failing database lookup answers 503, because
+ * then we cannot know who is asking.
+ */
+export function addAuthHook(fastify: FastifyInstance, resolver: IdentityResolver): void {
+  fastify.decorateRequest("identity", undefined);
+  fastify.addHook("onRequest", (request, reply, done) => {
+    const header = request.headers.authorization;
+    if (header === undefined) {
+      done();
+      return;
+    }
+    resolver.resolve(header).then(
+      (identity) => {
+        request.identity = identity;
+        (request.raw as { identity?: Identity }).identity = identity;
+        done();
+      },
+      (error: unknown) => {
+        request.log.error({ err: error }, "identity lookup failed");
+        void reply.code(503).header("retry-after", "1").send({
+          statusCode: 503,
+          error: "Service Unavailable",
+          message: "The credential could not be checked because the database is unavailable; retry shortly.",
+        });
+      },
+    );
+  });
+}

@@ -1,0 +1,27 @@
+/**
+ * The Express bundled with the hub (spec §1: `@hubpkg/hub/express`). Using it
+ * is optional; it is the same Express 5 whose app `configureApp` receives.
+ */
+import express from "express";
+import type { Identity } from "../identity.js";
+
+export default express;
+export const { Router, json, urlencoded, raw, text } = express;
+const serveStatic = express.static;
+export { serveStatic as static };
+
+export type { Express, Response, NextFunction, RequestHandler, ErrorRequestHandler } from "express";
+
+/** Express's request with the hub's identity (one revision's name). */
+export type Request = express.Request & { identity?: Identity | undefined };
+/** The same type under the other revision's name. */
+export type HubRequest = Request;
+
+declare global {
+  namespace Express {
+    // So plain `(req, res) => req.identity` handlers type-check too.
+    interface Request {
+      identity?: Identity | undefined;
+    }
+  }
+}
