@@ -2,6 +2,7 @@ import { makePgService } from "postgraphile/adaptors/pg";
 import { PostGraphileAmberPreset } from "postgraphile/presets/amber";
 import type pg from "pg";
 import type {} from "grafserv/node"; // declares requestContext.node
+import type {} from "grafserv/fastify/v5"; // declares requestContext.fastifyv5
 import { GraphQLError } from "graphql";
 import { isPromiseLike, isSafeError } from "grafast";
 import { randomBytes } from "node:crypto";
@@ -120,7 +121,7 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
           identity,
           superuserPool,
           pgSettings: pgSettingsFor(identity),
-          requestId: req?.id,
+          requestId: requestContext.fastifyv5?.request.id,
         };
       },
     },

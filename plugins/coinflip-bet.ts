@@ -1,0 +1,152 @@
+/**
+ * CoinflipBetPlugin: `makeCoinflipBet`, the controller-template plugin (spec
+ * §4.3): a bet on a side of a fair coin that moves real money. The player's
+ * balance and the house bankroll are locked, checked and updated in the same
+ * transaction that stores the bet, so concurrent bets can neither overdraw a
+ * balance nor leave the books out of balance: whatever the player gains the
+ * house loses, and the reverse.
+ *
+ * Plan style, so the payload can return the generated `CoinflipBet` entity.
+ */
+import { randomInt } from "node:crypto";
+import { extendSchema, gql } from "@hubpkg/hub/graphile";
+import { GraphQLError } from "@hubpkg/hub/graphql";
+import { access, context, sideEffect } from "@hubpkg/hub/grafast";
+import { dbLockPlayerBalanceAndHouseBankroll, withPgPoolTransaction } from "@hubpkg/hub/db";
+
+/** What a win pays per unit wagered. */
+const WIN_MULTIPLIER = 0.99;
+/**
+ * The house's expected gain per unit wagered on a fair coin:
+ * P(loss) * 1 - P(win) * 0.99 = 0.5 - 0.495.
+ */
+const HOUSE_EXPECTED_VALUE_PER_UNIT = 0.005;
+
+type CoinSide = "HEADS" | "TAILS";
+
+interface MakeCoinflipBetInput {
+  wager: number;
+  currency: string;
+  side: CoinSide;
+}
+
+interface MakeCoinflipBetResult {
+  betId: string;
+  outcome: CoinSide;
+  balance: number;
+}
+
+function badInput(message: string): GraphQLError {
+  return new GraphQLError(`makeCoinflipBet: ${message}`, { extensions: { code: "BAD_USER_INPUT" } });
+}
+
+export const CoinflipBetPlugin = extendSchema((build) => {
+  const coinflipBet = build.input.pgRegistry.pgResources.coinflip_bet;
+  if (!coinflipBet) {
+    throw new Error(
+      'CoinflipBetPlugin: the table app.coinflip_bet is not in the schema; apply the reference migrations (userDatabaseMigrationsPath) and pass extraPgSchemas: ["app"].',
+    );
+  }
+  return {
+    typeDefs: gql`
+      input MakeCoinflipBetInput {
+        "More than 0, and at most the player's balance in this currency."
+        wager: Float!
+        "Key of a currency of the session's casino (hub.currency)."
+        currency: String!
+        side: CoinSide!
+      }
+      type MakeCoinflipBetPayload {
+        "The stored bet: net is wager * 0.99 when the coin lands on the chosen side, -wager otherwise."
+        bet: CoinflipBet!
+        "The side the coin landed on."
+        outcome: CoinSide!
+        "The player's balance in this currency after the bet."
+        balance: Float!
+      }
+      extend type Mutation {
+        """
+        Bet on a side of a fair coin, paid from and to the player's balance against
+        the house bankroll. Needs a player session.
+        """
+        makeCoinflipBet(input: MakeCoinflipBetInput!): MakeCoinflipBetPayload
+      }
+    `,
+    objects: {
+      Mutation: {
+        plans: {
+          makeCoinflipBet(_parent, fieldArgs) {
+            const $input = fieldArgs.getRaw("input");
+            const $identity = context().get("identity");
+            const $pool = context().get("superuserPool");
+            return sideEffect([$input, $identity, $pool], async ([rawInput, identity, pool]): Promise<MakeCoinflipBetResult> => {
+              if (identity?.kind !== "user") throw new GraphQLError("Unauthorized", { extensions: { code: "UNAUTHENTICATED" } });
+              const { wager, currency, side } = rawInput as MakeCoinflipBetInput;
+              // A literal such as 1e999 in the query text reaches us as Infinity.
+              if (!Number.isFinite(wager) || wager <= 0) {
+                throw badInput(`the wager must be a finite number greater than 0, received ${wager}.`);
+              }
+              const { user_id: userId, casino_id: casinoId, experience_id: experienceId } = identity.session;
+
+              return withPgPoolTransaction(pool, async (pgClient) => {
+                const known = await pgClient.query("select 1 from hub.currency where key = $1 and casino_id = $2", [currency, casinoId]);
+                if (known.rowCount === 0) {
+                  throw badInput(`unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`);
+                }
+                // Held until commit: every other bet on this balance or this
+                // bankroll waits here, so the checks below stay true until we write.
+                const locked = await dbLockPlayerBalanceAndHouseBankroll(pgClient, { userId, casinoId, experienceId, currencyKey: currency });
+                if (!locked.found) {
+                  throw badInput(`there is no balance for this player, or no house bankroll for this casino, in currency ${JSON.stringify(currency)}.`);
+                }
+                const { dbPlayerBalance, dbHouseBankroll } = locked;
+                if (dbPlayerBalance.amount < wager) {
+                  throw badInput(`insufficient balance: the wager is ${wager} ${currency} but the balance is ${dbPlayerBalance.amount} ${currency}.`);
+                }
+                const potentialWin = wager * WIN_MULTIPLIER;
+                if (dbHouseBankroll.amount < potentialWin) {
+                  // The bankroll's size is the casino's business: do not tell the player.
+                  throw badInput(`the house bankroll cannot cover a win of ${potentialWin} ${currency}; try a smaller wager.`);
+                }
+
+                // randomInt draws from the OS's cryptographic generator, without
+                // modulo bias: nobody can predict or skew the outcome.
+                const outcome: CoinSide = randomInt(2) === 0 ? "HEADS" : "TAILS";
+                const net = outcome === side ? potentialWin : -wager;
+
+                // The checks above make both amounts stay >= 0: for doubles,
+                // a >= b implies a - b >= 0 (rounding is monotonic).
+                const balanceAfter = await pgClient.query<{ amount: number }>(
+                  "update hub.balance set amount = amount + $1 where id = $2 returning amount",
+                  [net, dbPlayerBalance.id],
+                );
+                await pgClient.query(
+                  `update hub.bankroll
+                      set amount = amount - $1, bets = bets + 1, wagered = wagered + $2, expected_value = expected_value + $3
+                    where id = $4`,
+                  [net, wager, wager * HOUSE_EXPECTED_VALUE_PER_UNIT, dbHouseBankroll.id],
+                );
+                const balance = balanceAfter.rows[0]!.amount;
+                const inserted = await pgClient.query<{ id: string }>(
+                  `insert into app.coinflip_bet (id, wager, net, currency_key, user_id, casino_id, experience_id, side, outcome, balance_after)
+                   values (hub_hidden.uuid_generate_v7(), $1, $2, $3, $4, $5, $6, $7, $8, $9)
+                   returning id`,
+                  [wager, net, currency, userId, casinoId, experienceId, side, outcome, balance],
+                );
+                return { betId: inserted.rows[0]!.id, outcome, balance };
+              });
+            });
+          },
+        },
+      },
+      MakeCoinflipBetPayload: {
+        plans: {
+          // Read back through the generated type, under the player's row-level security.
+          bet: ($result) => coinflipBet.get({ id: access($result, "betId") }),
+          outcome: ($result) => access($result, "outcome"),
+          balance: ($result) => access($result, "balance"),
+        },
+      },
+    },
+  };
+}, "CoinflipBetPlugin");

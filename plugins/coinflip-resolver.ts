@@ -1,0 +1,102 @@
+/**
+ * CoinflipResolverPlugin: `makeCoinflip` in resolver style (spec §4.3). A
+ * resolver can only return data shaped like types the plugin declares, so it
+ * returns its own `CoinflipOut`; plugins/coinflip-plan.ts is the plan-style
+ * twin that returns the generated `Coinflip`. The two declare the same field,
+ * so a server uses one or the other.
+ *
+ * As spec §4.3 rule 4 says, this is a reference for the plugin mechanics only:
+ * it checks no balance and moves no money (plugins/coinflip-bet.ts does).
+ */
+import { randomInt } from "node:crypto";
+import { makeExtendSchemaPlugin, gql } from "@hubpkg/hub/graphile";
+import { GraphQLError } from "@hubpkg/hub/graphql";
+import { withPgPoolTransaction } from "@hubpkg/hub/db";
+import type { PluginContext } from "@hubpkg/hub";
+
+const MIN_WAGER = 1;
+/** What a win pays per unit wagered; the missing 1% is the house edge. */
+const WIN_MULTIPLIER = 0.99;
+
+interface MakeCoinflipInput {
+  currency: string;
+  wager: number;
+}
+
+interface CoinflipOut {
+  id: string;
+  net: number;
+}
+
+function validateWager(wager: number): void {
+  // GraphQL's Float refuses NaN and Infinity in variables, but a literal such as
+  // 1e999 in the query text is parsed to Infinity and reaches us as a number.
+  if (!Number.isFinite(wager)) {
+    throw new GraphQLError(`makeCoinflip: the wager must be a finite number, received ${wager}.`, { extensions: { code: "BAD_USER_INPUT" } });
+  }
+  if (wager < MIN_WAGER) {
+    throw new GraphQLError(`makeCoinflip: the wager must be at least ${MIN_WAGER}, received ${wager}.`, { extensions: { code: "BAD_USER_INPUT" } });
+  }
+}
+
+/** Postgres's error for a (currency_key, casino_id) missing from hub.currency. */
+function isUnknownCurrency(error: unknown): boolean {
+  const pgError = error as { code?: string; constraint?: string };
+  return pgError.code === "23503" && pgError.constraint === "coinflip_currency_fkey";
+}
+
+export const CoinflipResolverPlugin = makeExtendSchemaPlugin(
+  () => ({
+    typeDefs: gql`
+      input MakeCoinflipInput {
+        "Key of a currency of the session's casino (hub.currency)."
+        currency: String!
+        "At least 1."
+        wager: Float!
+      }
+      "The coin flip just made: net is wager * 0.99 on a win and -wager on a loss."
+      type CoinflipOut {
+        id: UUID!
+        net: Float!
+      }
+      extend type Mutation {
+        "Flip a fair coin for the player of the session; null without a player session."
+        makeCoinflip(input: MakeCoinflipInput!): CoinflipOut
+      }
+    `,
+    resolvers: {
+      Mutation: {
+        async makeCoinflip(_parent: unknown, args: { input: MakeCoinflipInput }, context: PluginContext): Promise<CoinflipOut | null> {
+          const { identity } = context;
+          if (identity?.kind !== "user") return null;
+          const { currency, wager } = args.input;
+          validateWager(wager);
+          const { user_id, casino_id, experience_id } = identity.session;
+          try {
+            return await withPgPoolTransaction(context.superuserPool, async (pgClient) => {
+              // randomInt draws from the OS's cryptographic generator, without
+              // modulo bias: nobody can predict or skew the outcome.
+              const won = randomInt(2) === 1;
+              const net = won ? wager * WIN_MULTIPLIER : -wager;
+              const { rows } = await pgClient.query<CoinflipOut>(
+                `insert into app.coinflip (id, wager, net, currency_key, user_id, casino_id, experience_id)
+                 values (hub_hidden.uuid_generate_v7(), $1, $2, $3, $4, $5, $6)
+                 returning id, net`,
+                [wager, net, currency, user_id, casino_id, experience_id],
+              );
+              return rows[0]!;
+            });
+          } catch (error) {
+            if (isUnknownCurrency(error)) {
+              throw new GraphQLError(`makeCoinflip: unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`, {
+                extensions: { code: "BAD_USER_INPUT" },
+              });
+            }
+            throw error;
+          }
+        },
+      },
+    },
+  }),
+  "CoinflipResolverPlugin",
+);

@@ -1,0 +1,97 @@
+import type pg from "pg";
+import type { DbBalance, DbBankroll } from "./types.js";
+
+/**
+ * Row locks for moving money between a player's balance and the house bankroll
+ * (names and shapes of the original system, so ported plugins work unchanged).
+ *
+ * They MUST run inside a transaction (`withPgPoolTransaction(superuserPool, …)`):
+ * `select … for update` holds its lock until the transaction ends, so outside
+ * one (autocommit) the lock is released as soon as the statement returns and
+ * two concurrent bets could both spend the same balance. No single statement
+ * can see whether it runs inside a transaction block, so this function cannot
+ * refuse that mistake: the caller must get it right.
+ *
+ * Lock order is fixed, player balance first and house bankroll second, in
+ * every function here. Every bet takes the same path, so two bets can never
+ * each hold the lock the other waits for (no deadlock), however many players
+ * share one bankroll. A plugin that locks more rows should take these first.
+ */
+
+/** A pg client, pool client or anything with pg's `query`. */
+type PgClient = Pick<pg.ClientBase, "query">;
+
+export interface LockPlayerBalanceInput {
+  userId: string;
+  experienceId: string;
+  currencyKey: string;
+}
+
+export interface LockHouseBankrollInput {
+  casinoId: string;
+  currencyKey: string;
+}
+
+export interface LockPlayerBalanceAndHouseBankrollInput {
+  userId: string;
+  casinoId: string;
+  experienceId: string;
+  currencyKey: string;
+}
+
+export type LockPlayerBalanceAndHouseBankrollResult =
+  | { found: false }
+  | { found: true; dbPlayerBalance: DbBalance; dbHouseBankroll: DbBankroll };
+
+const BALANCE_COLUMNS = "id, user_id, casino_id, experience_id, currency_key, amount";
+const BANKROLL_COLUMNS = "id, casino_id, currency_key, amount, bets, wagered, expected_value";
+
+/**
+ * Lock the player's balance in one currency (unique per user, experience and
+ * currency) and return it; undefined when the player has none.
+ */
+export async function dbLockPlayerBalance(pgClient: PgClient, input: LockPlayerBalanceInput): Promise<DbBalance | undefined> {
+  const { rows } = await pgClient.query<DbBalance>(
+    `select ${BALANCE_COLUMNS} from hub.balance
+      where user_id = $1 and experience_id = $2 and currency_key = $3
+      for update`,
+    [input.userId, input.experienceId, input.currencyKey],
+  );
+  return rows[0];
+}
+
+/**
+ * Lock the casino's house bankroll in one currency and return it; undefined
+ * when the casino has none. When the player's balance is needed too, use
+ * dbLockPlayerBalanceAndHouseBankroll, which keeps the lock order.
+ */
+export async function dbLockHouseBankroll(pgClient: PgClient, input: LockHouseBankrollInput): Promise<DbBankroll | undefined> {
+  const { rows } = await pgClient.query<DbBankroll>(
+    `select ${BANKROLL_COLUMNS} from hub.bankroll
+      where casino_id = $1 and currency_key = $2
+      for update`,
+    [input.casinoId, input.currencyKey],
+  );
+  return rows[0];
+}
+
+/**
+ * Lock the player's balance, then the house bankroll, in one currency. Both
+ * locks are held until the transaction ends; `found: false` when either row is
+ * missing (a balance already locked stays locked until the transaction ends).
+ *
+ * The balance must belong to casinoId: a balance of the same user and
+ * experience in another casino's currency of the same name is not this one.
+ */
+export async function dbLockPlayerBalanceAndHouseBankroll(
+  pgClient: PgClient,
+  input: LockPlayerBalanceAndHouseBankrollInput,
+): Promise<LockPlayerBalanceAndHouseBankrollResult> {
+  // Two statements, not one join: within a single statement Postgres locks rows
+  // in whatever order its plan visits them, and the order is what prevents deadlocks.
+  const dbPlayerBalance = await dbLockPlayerBalance(pgClient, input);
+  if (!dbPlayerBalance || dbPlayerBalance.casino_id !== input.casinoId) return { found: false };
+  const dbHouseBankroll = await dbLockHouseBankroll(pgClient, input);
+  if (!dbHouseBankroll) return { found: false };
+  return { found: true, dbPlayerBalance, dbHouseBankroll };
+}

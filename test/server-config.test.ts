@@ -1,0 +1,47 @@
+import "./helpers/env.js";
+import path from "node:path";
+import t from "tap";
+import { gql } from "./helpers/http.js";
+import { ROOT, runServerExpectingFailure, startServerProcess } from "./helpers/process.js";
+import { tmpDir } from "./helpers/tmp.js";
+
+t.test("HUB_CONFIG: the stock binary runs an operator's ServerOptions module; masked errors are logged with the request id", async (t) => {
+  const server = await startServerProcess({ HUB_DATA_DIR: tmpDir(t), HUB_CONFIG: path.join(ROOT, "test/fixtures/config-failing-plugin.mjs") });
+  t.teardown(() => server.child.kill("SIGKILL"));
+  t.same((await gql(server.url, "{ configured }")).body, { data: { configured: "from HUB_CONFIG" } });
+  t.same(await (await fetch(`${server.url}/configured`)).json(), { by: "HUB_CONFIG" });
+
+  const res = await gql(server.url, "{ explode }", {}, { "x-request-id": "req-for-this-test" });
+  const message = res.body.errors?.[0]?.message ?? "";
+  t.notMatch(message, /hunter2/, "the client never sees the internal message");
+  const errorId = /reference ([0-9a-f]{12})/.exec(message)?.[1];
+  t.ok(errorId, "the client gets a reference");
+  await new Promise((r) => setTimeout(r, 200));
+  const line = server.output().split("\n").find((l) => l.includes(`"errorId":"${errorId}"`));
+  t.ok(line, "the log has the same reference");
+  t.match(line, /"reqId":"req-for-this-test"/, "and the request id");
+  t.match(line, /"msg":"masked GraphQL error"/);
+  t.match(line, /hunter2/, "with the real error for the operator");
+  t.notMatch(server.output(), /^Masked GraphQL error/m, "nothing through console.error");
+  server.child.kill("SIGINT");
+  t.equal(await server.exited, 0);
+});
+
+t.test("HUB_CONFIG and HUB_EXAMPLES errors are clear", async (t) => {
+  const missing = await runServerExpectingFailure({ HUB_DATA_DIR: tmpDir(t), HUB_CONFIG: "/nonexistent/hub.config.js" });
+  t.equal(missing.code, 1);
+  t.match(missing.stderr, /HUB_CONFIG="\/nonexistent\/hub\.config\.js" could not be loaded/);
+  const bad = await runServerExpectingFailure({ HUB_DATA_DIR: tmpDir(t), HUB_EXAMPLES: "maybe" });
+  t.equal(bad.code, 1);
+  t.match(bad.stderr, /HUB_EXAMPLES is invalid: received "maybe", expected on or off/);
+});
+
+t.test("HUB_EXAMPLES=off starts the bare hub", async (t) => {
+  const server = await startServerProcess({ HUB_DATA_DIR: tmpDir(t), HUB_EXAMPLES: "off" });
+  t.teardown(() => server.child.kill("SIGKILL"));
+  const res = await gql(server.url, "{ randomFortune { id } }");
+  t.match(res.body.errors?.[0]?.message, /Cannot query field "randomFortune"/);
+  t.equal((await fetch(`${server.url}/health`)).status, 404, "no reference routes");
+  server.child.kill("SIGINT");
+  await server.exited;
+});
