@@ -1,6 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import type { Identity } from "../src/identity.js";
 import type { IdentityResolver } from "../src/identity-resolver.js";
+import type { ApiKeyUsage } from "../src/api-key-usage.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -18,7 +19,7 @@ declare module "fastify" {
  * that means (spec §5.5). Only a failing database lookup answers 503, because
  * then we cannot know who is asking.
  */
-export function addAuthHook(fastify: FastifyInstance, resolver: IdentityResolver): void {
+export function addAuthHook(fastify: FastifyInstance, resolver: IdentityResolver, usage?: ApiKeyUsage): void {
   fastify.decorateRequest("identity", undefined);
   fastify.addHook("onRequest", (request, reply, done) => {
     const header = request.headers.authorization;
@@ -29,6 +30,7 @@ export function addAuthHook(fastify: FastifyInstance, resolver: IdentityResolver
     resolver.resolve(header).then(
       (identity) => {
         request.identity = identity;
+        if (identity?.kind === "operator") usage?.record(identity.apiKeyId);
         (request.raw as { identity?: Identity }).identity = identity;
         done();
       },

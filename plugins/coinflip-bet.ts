@@ -114,6 +114,16 @@ export const CoinflipBetPlugin = extendSchema((build) => {
                 const outcome: CoinSide = randomInt(2) === 0 ? "HEADS" : "TAILS";
                 const net = outcome === side ? potentialWin : -wager;
 
+                // The bet's id first, so the ledger rows the two updates write
+                // (hub.ledger, by trigger) name the bet, who moved the money and why.
+                const idRow = await pgClient.query<{ id: string }>(
+                  `select id, set_config('hub.ledger_bet_id', id::text, true),
+                          set_config('hub.ledger_actor', 'plugin:makeCoinflipBet', true),
+                          set_config('hub.ledger_reason', 'coinflip bet', true)
+                     from hub_hidden.uuid_generate_v7() as id`,
+                );
+                const betId = idRow.rows[0]!.id;
+
                 // The checks above make both amounts stay >= 0: for doubles,
                 // a >= b implies a - b >= 0 (rounding is monotonic).
                 const balanceAfter = await pgClient.query<{ amount: number }>(
@@ -129,9 +139,9 @@ export const CoinflipBetPlugin = extendSchema((build) => {
                 const balance = balanceAfter.rows[0]!.amount;
                 const inserted = await pgClient.query<{ id: string }>(
                   `insert into app.coinflip_bet (id, wager, net, currency_key, user_id, casino_id, experience_id, side, outcome, balance_after)
-                   values (hub_hidden.uuid_generate_v7(), $1, $2, $3, $4, $5, $6, $7, $8, $9)
+                   values ($10, $1, $2, $3, $4, $5, $6, $7, $8, $9)
                    returning id`,
-                  [wager, net, currency, userId, casinoId, experienceId, side, outcome, balance],
+                  [wager, net, currency, userId, casinoId, experienceId, side, outcome, balance, betId],
                 );
                 return { betId: inserted.rows[0]!.id, outcome, balance };
               });

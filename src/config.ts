@@ -13,6 +13,10 @@ export interface HubConfig {
   logLevel: LogLevel;
   /** Absolute path; holds the embedded database when no URL is set. */
   dataDir: string;
+  /** hubCreatePlaygroundSession in the schema: on by default with the embedded database. */
+  playground: boolean;
+  /** GraphQL introspection: on by default outside production. */
+  introspection: boolean;
 }
 
 export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
@@ -93,5 +97,7 @@ export function readConfig(env: Env = process.env): HubConfig {
     nodeEnv,
     logLevel: oneOf("LOG_LEVEL", env.LOG_LEVEL, LOG_LEVELS, nodeEnv === "test" ? "warn" : "info"),
     dataDir: path.resolve(dataDir !== "" ? dataDir : ".hub"),
+    introspection: oneOf("HUB_INTROSPECTION", env.HUB_INTROSPECTION, ["on", "off"] as const, nodeEnv === "production" ? "off" : "on") === "on",
+    playground: oneOf("HUB_PLAYGROUND", env.HUB_PLAYGROUND, ["on", "off", "auto"] as const, "auto") === "auto" ? databaseUrl === undefined : env.HUB_PLAYGROUND === "on",
   };
 }

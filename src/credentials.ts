@@ -123,19 +123,28 @@ export async function ensurePlayer(
     [casinoName],
     `casino ${JSON.stringify(casinoName)}`,
   );
+  const { user, experience } = await ensureUserAndExperience(pool, { casinoId: casino.id, uname: input.uname, experienceName });
+  return { casino, user, experience };
+}
+
+/** The user and experience of a casino known by id, creating whichever is missing. */
+export async function ensureUserAndExperience(
+  pool: Queryable,
+  input: { casinoId: string; uname: string; experienceName: string },
+): Promise<{ user: DbUser; experience: DbExperience }> {
   const user = await getOrCreate<DbUser>(
     pool,
     "select * from hub.user where casino_id = $1 and uname = $2",
     "insert into hub.user (casino_id, uname) values ($1, $2) on conflict (casino_id, uname) do nothing returning *",
-    [casino.id, input.uname],
+    [input.casinoId, input.uname],
     `user ${JSON.stringify(input.uname)}`,
   );
   const experience = await getOrCreate<DbExperience>(
     pool,
     "select * from hub.experience where casino_id = $1 and name = $2",
     "insert into hub.experience (casino_id, name) values ($1, $2) on conflict (casino_id, name) do nothing returning *",
-    [casino.id, experienceName],
-    `experience ${JSON.stringify(experienceName)}`,
+    [input.casinoId, input.experienceName],
+    `experience ${JSON.stringify(input.experienceName)}`,
   );
-  return { casino, user, experience };
+  return { user, experience };
 }

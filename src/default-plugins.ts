@@ -2,6 +2,8 @@ import { context, inhibitOnNull, lambda } from "grafast";
 import { extendSchema, gql } from "graphile-utils";
 import type { Identity } from "./identity.js";
 import { BetInterfacePlugin } from "./bet-interface.js";
+import { HubSessionPlugin } from "./graphql/sessions.js";
+import { HubOperatorPlugin } from "./graphql/operator.js";
 
 type SessionKey = "user_id" | "casino_id" | "experience_id" | "id";
 
@@ -52,4 +54,4 @@ export const HubCurrentIdentityPlugin = extendSchema((build) => {
 }, "HubCurrentIdentityPlugin");
 
 /** The hub's own plugins; keep them with `plugins: [...defaultPlugins, MyPlugin]`. */
-export const defaultPlugins: GraphileConfig.Plugin[] = [HubCurrentIdentityPlugin, BetInterfacePlugin];
+export const defaultPlugins: GraphileConfig.Plugin[] = [HubCurrentIdentityPlugin, BetInterfacePlugin, HubSessionPlugin, HubOperatorPlugin];

@@ -23,10 +23,11 @@ export interface OperatorIdentity {
  * Transaction settings for one GraphQL request: switch to app_postgraphile and
  * tell the RLS policies who is asking (hub_hidden.current_user_id() & co.).
  */
-export function pgSettingsFor(identity: Identity | undefined): Record<string, string> {
+export function pgSettingsFor(identity: Identity | undefined, statementTimeoutMs = 0): Record<string, string> {
+  const base: Record<string, string> = statementTimeoutMs > 0 ? { role: "app_postgraphile", statement_timeout: String(statementTimeoutMs) } : { role: "app_postgraphile" };
   if (identity?.kind === "user") {
     return {
-      role: "app_postgraphile",
+      ...base,
       "session.id": identity.session.id,
       "session.user_id": identity.session.user_id,
       "session.casino_id": identity.session.casino_id,
@@ -35,7 +36,7 @@ export function pgSettingsFor(identity: Identity | undefined): Record<string, st
   }
   if (identity?.kind === "operator") {
     // The key's id, not the key: settings are visible in pg_stat_activity and logs.
-    return { role: "app_postgraphile", "operator.api_key": identity.apiKeyId };
+    return { ...base, "operator.api_key": identity.apiKeyId };
   }
-  return { role: "app_postgraphile" };
+  return base;
 }

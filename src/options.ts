@@ -34,6 +34,28 @@ export interface ServerOptions {
   databaseUrl?: string;
   superuserDatabaseUrl?: string;
   logLevel?: LogLevel;
+  /**
+   * How long a checked credential is reused without a database query (ms,
+   * default 1000). Revocations reach every instance at once via LISTEN/NOTIFY;
+   * this is the bound when that connection is down.
+   */
+  identityCacheTtlMs?: number;
+  /** hubCreatePlaygroundSession in the schema (default: HUB_PLAYGROUND, else on with the embedded database). */
+  playground?: boolean;
+  /** Deepest selection nesting accepted (default 16). */
+  maxQueryDepth?: number;
+  /** Most aliases in one GraphQL document (default 50). */
+  maxQueryAliases?: number;
+  /** Most field selections once fragments are expanded (default 1000). */
+  maxQuerySelections?: number;
+  /** Allow introspection (default: HUB_INTROSPECTION, else on outside production). */
+  introspection?: boolean;
+  /** Postgres statement_timeout for GraphQL requests, ms (default 10000; 0 = none). */
+  statementTimeoutMs?: number;
+  /** Longest time to receive a whole request, ms (default 30000). */
+  requestTimeoutMs?: number;
+  /** How long stop() waits for in-flight requests before closing connections, ms (default 10000). */
+  shutdownTimeoutMs?: number;
   /** Serve Ruru (GraphiQL); default: on outside production. */
   graphiql?: boolean;
   /** Stop cleanly on SIGINT/SIGTERM; default true. */
@@ -52,9 +74,22 @@ const KNOWN: Record<keyof ServerOptions, (v: unknown) => string | undefined> = {
   databaseUrl: (v) => (typeof v === "string" && /^postgres(ql)?:\/\//.test(v) ? undefined : "a postgres:// URL"),
   superuserDatabaseUrl: (v) => (typeof v === "string" && /^postgres(ql)?:\/\//.test(v) ? undefined : "a postgres:// URL"),
   logLevel: (v) => ((LOG_LEVELS as readonly unknown[]).includes(v) ? undefined : `one of ${LOG_LEVELS.join(", ")}`),
+  identityCacheTtlMs: (v) => (typeof v === "number" && Number.isFinite(v) && v >= 0 ? undefined : "a number of milliseconds >= 0"),
+  playground: (v) => (typeof v === "boolean" ? undefined : "true or false"),
+  maxQueryDepth: (v) => positiveInt(v),
+  maxQueryAliases: (v) => (Number.isInteger(v) && (v as number) >= 0 ? undefined : "an integer >= 0"),
+  maxQuerySelections: (v) => positiveInt(v),
+  introspection: (v) => (typeof v === "boolean" ? undefined : "true or false"),
+  statementTimeoutMs: (v) => (Number.isInteger(v) && (v as number) >= 0 ? undefined : "an integer number of milliseconds >= 0"),
+  requestTimeoutMs: (v) => (Number.isInteger(v) && (v as number) >= 0 ? undefined : "an integer number of milliseconds >= 0"),
+  shutdownTimeoutMs: (v) => (Number.isInteger(v) && (v as number) >= 0 ? undefined : "an integer number of milliseconds >= 0"),
   graphiql: (v) => (typeof v === "boolean" ? undefined : "true or false"),
   handleSignals: (v) => (typeof v === "boolean" ? undefined : "true or false"),
 };
+
+function positiveInt(v: unknown): string | undefined {
+  return Number.isInteger(v) && (v as number) >= 1 ? undefined : "an integer >= 1";
+}
 
 export const KNOWN_OPTIONS = Object.keys(KNOWN) as (keyof ServerOptions)[];
 

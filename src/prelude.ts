@@ -6,6 +6,11 @@
  *    We install the standard semantics only where the runtime has none.
  * 2. grafast reads GRAPHILE_ENV once, at import: derive it from NODE_ENV so
  *    production runs the fast planner and development the checked one.
+ * 3. grafast aborts a fresh AbortController after every request. abort()
+ *    without a reason builds a DOMException and captures its stack: measured
+ *    at ~30 µs, 15% of a `{__typename}` request. We give the same reason (an
+ *    AbortError DOMException, as the spec says) built without a stack trace.
+ *    An explicit reason is passed through untouched.
  */
 type Resolvers<T> = {
   promise: Promise<T>;
@@ -29,6 +34,24 @@ if (typeof P.withResolvers !== "function") {
       return { promise, resolve, reject };
     },
   });
+}
+
+const nativeAbort = AbortController.prototype.abort;
+if (!(nativeAbort as { hubPatched?: boolean }).hubPatched) {
+  const abort = function abort(this: AbortController, reason?: unknown): void {
+    if (reason === undefined) {
+      const limit = Error.stackTraceLimit;
+      Error.stackTraceLimit = 0;
+      try {
+        reason = new DOMException("This operation was aborted", "AbortError");
+      } finally {
+        Error.stackTraceLimit = limit;
+      }
+    }
+    nativeAbort.call(this, reason);
+  };
+  Object.defineProperty(abort, "hubPatched", { value: true });
+  AbortController.prototype.abort = abort;
 }
 
 if (!process.env.GRAPHILE_ENV) {

@@ -11,6 +11,7 @@ import { pgSettingsFor } from "./identity.js";
 import { HubInflectionPlugin } from "./inflection.js";
 import type { Logger } from "./logger.js";
 import type { PluginContext } from "./context.js";
+import { makeQueryLimitsPlugin, type QueryLimits } from "./query-limits.js";
 
 export interface PresetInput {
   plugins: GraphileConfig.Plugin[];
@@ -21,6 +22,9 @@ export interface PresetInput {
   log: Logger;
   /** Largest accepted /graphql body in bytes. */
   maxRequestLength: number;
+  limits: QueryLimits;
+  /** statement_timeout for GraphQL requests, ms (0 = none). */
+  statementTimeoutMs: number;
 }
 
 /** Where the auth hook leaves the identity: on the raw Node request (design §2). */
@@ -91,12 +95,12 @@ export function makeMaskError(log: Logger) {
 }
 
 export function makePreset(input: PresetInput): GraphileConfig.Preset {
-  const { superuserPool } = input;
+  const { superuserPool, statementTimeoutMs } = input;
   return {
     extends: [PostGraphileAmberPreset],
     // No Relay global ids: `id` is the row's UUID, as in the original.
     disablePlugins: ["NodePlugin"],
-    plugins: [HubInflectionPlugin, ErrorRequestIdPlugin, ...input.plugins],
+    plugins: [HubInflectionPlugin, ErrorRequestIdPlugin, makeQueryLimitsPlugin(input.limits), ...input.plugins],
     pgServices: [
       makePgService({
         pool: input.graphqlPool,
@@ -111,6 +115,8 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
       graphiqlPath: "/graphiql",
       maxRequestLength: input.maxRequestLength,
       websockets: false,
+      // grafast writes the JSON text itself instead of building objects that are then stringified.
+      outputDataAsString: true,
       maskError: makeMaskError(input.log),
     },
     grafast: {
@@ -120,7 +126,7 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
         return {
           identity,
           superuserPool,
-          pgSettings: pgSettingsFor(identity),
+          pgSettings: pgSettingsFor(identity, statementTimeoutMs),
           requestId: requestContext.fastifyv5?.request.id,
         };
       },

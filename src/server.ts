@@ -9,9 +9,20 @@
 import "./prelude.js";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import { startAndListen } from "./start.js";
+import { readConfig } from "./config.js";
+import { prewarmDatabase } from "./db/database.js";
+import { createLogger } from "./logger.js";
 import { HubError, configInvalid } from "./errors.js";
 import type { ServerOptions } from "./options.js";
+
+// Postgres boots in its own process while the heavy modules below load.
+try {
+  const config = readConfig();
+  prewarmDatabase(config, createLogger({ level: config.logLevel, pretty: false }));
+} catch {
+  // A configuration error: startAndListen reports it with its message.
+}
+const { startAndListen } = await import("./start.js");
 
 async function demoOptions(): Promise<ServerOptions> {
   // Loaded through the package's own export, exactly as a user would.

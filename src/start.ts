@@ -5,8 +5,8 @@ import { postgraphile } from "postgraphile";
 import { lexicographicSortSchema, printSchema } from "graphql";
 import { readConfig, type HubConfig } from "./config.js";
 import { createLogger, setLogger, type Logger } from "./logger.js";
-import { endPool, openDatabase } from "./db/database.js";
-import { openPools, ensureRoleSwitch, setSuperuserPool, type HubPools } from "./db/pools.js";
+import { discardPrewarmed, endPool, openDatabase } from "./db/database.js";
+import { openPools, ensureRoleSwitch, setSuperuserPool, clearSuperuserPool, type HubPools } from "./db/pools.js";
 import { migrate } from "./db/migrate.js";
 import { validateOptions, type ServerOptions } from "./options.js";
 import { makePreset } from "./preset.js";
@@ -16,6 +16,10 @@ import { mountGraphQL } from "../adapters/grafserv.js";
 import { addAuthHook } from "../adapters/auth.js";
 import { mountExpressApp } from "../adapters/express.js";
 import { createIdentityResolver } from "./identity-resolver.js";
+import { DEFAULT_QUERY_LIMITS } from "./query-limits.js";
+import { listenForCredentialChanges } from "./db/credential-events.js";
+import { createApiKeyUsage } from "./api-key-usage.js";
+import { HubPlaygroundPlugin } from "./graphql/sessions.js";
 
 export interface RunningServer {
   port: number;
@@ -38,7 +42,28 @@ function applyOverrides(config: HubConfig, options: ServerOptions): HubConfig {
     databaseUrl: options.databaseUrl ?? config.databaseUrl,
     superuserDatabaseUrl: options.superuserDatabaseUrl ?? config.superuserDatabaseUrl,
     logLevel: options.logLevel ?? config.logLevel,
+    playground: options.playground ?? config.playground,
+    introspection: options.introspection ?? config.introspection,
   };
+}
+
+/**
+ * Stop accepting, let in-flight requests finish, and after timeoutMs cut the
+ * connections still open so a stuck client cannot hold the shutdown forever.
+ */
+async function closeWithin(app: import("fastify").FastifyInstance, timeoutMs: number, log: Logger): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<"timeout">((resolve) => {
+    timer = setTimeout(() => resolve("timeout"), timeoutMs);
+  });
+  const closing = app.close();
+  const outcome = await Promise.race([closing.then(() => "closed" as const), timedOut]);
+  clearTimeout(timer);
+  if (outcome === "timeout") {
+    log.warn({ timeoutMs }, "in-flight requests did not finish in time; closing their connections");
+    app.server.closeAllConnections();
+    await closing;
+  }
 }
 
 /** Undo what a failed start had already done, in reverse order. */
@@ -65,6 +90,7 @@ export async function startAndListen(
   try {
     const db = await openDatabase(config, log);
     cleanup.push(() => db.close());
+    await discardPrewarmed();
     const urls = { databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl };
     const embedded = db.embedded;
 
@@ -73,16 +99,24 @@ export async function startAndListen(
     await migrate(pools.superuser, { userMigrationsPath: options.userDatabaseMigrationsPath, log });
     await ensureRoleSwitch(pools, log);
     setSuperuserPool(pools.superuser);
-    cleanup.push(async () => setSuperuserPool(undefined));
+    cleanup.push(async () => clearSuperuserPool(pools.superuser));
 
     const preset = makePreset({
-      plugins: options.plugins ?? defaultPlugins,
+      // The playground mutation depends on configuration, not on the plugin list.
+      plugins: [...(options.plugins ?? defaultPlugins), ...(config.playground ? [HubPlaygroundPlugin] : [])],
       extraPgSchemas: options.extraPgSchemas ?? [],
       graphqlPool: pools.graphql,
       superuserPool: pools.superuser,
       graphiql: options.graphiql ?? config.nodeEnv !== "production",
       log,
       maxRequestLength: MAX_BODY,
+      limits: {
+        maxDepth: options.maxQueryDepth ?? DEFAULT_QUERY_LIMITS.maxDepth,
+        maxAliases: options.maxQueryAliases ?? DEFAULT_QUERY_LIMITS.maxAliases,
+        maxSelections: options.maxQuerySelections ?? DEFAULT_QUERY_LIMITS.maxSelections,
+        introspection: config.introspection,
+      },
+      statementTimeoutMs: options.statementTimeoutMs ?? 10_000,
     });
     const pgl = postgraphile(preset);
     cleanup.push(async () => pgl.release());
@@ -94,10 +128,17 @@ export async function startAndListen(
       log.info({ file }, "wrote the GraphQL schema SDL");
     }
 
-    const app = createFastify({ logger: log, bodyLimit: MAX_BODY });
-    cleanup.push(() => app.close());
+    const app = createFastify({ logger: log, bodyLimit: MAX_BODY, requestTimeoutMs: options.requestTimeoutMs ?? 30_000 });
+    const resolver = createIdentityResolver(pools.superuser, { cacheTtlMs: options.identityCacheTtlMs ?? 1000 });
+    const credentialEvents = listenForCredentialChanges(urls.superuserDatabaseUrl, () => resolver.clear(), log);
+    cleanup.push(() => credentialEvents.close());
+    await credentialEvents.ready;
+    const apiKeyUsage = createApiKeyUsage(pools.superuser, log);
+    cleanup.push(() => apiKeyUsage.stop());
     // Order matters: the auth hook first, so Express and GraphQL both see the identity.
-    addAuthHook(app, createIdentityResolver(pools.superuser));
+    addAuthHook(app, resolver, apiKeyUsage);
+    // Registered last so it runs first: stop accepting and finish in-flight requests before anything they use closes.
+    cleanup.push(() => closeWithin(app, options.shutdownTimeoutMs ?? 10_000, log));
     await mountGraphQL(app, pgl);
     if (options.configureApp) await mountExpressApp(app, options.configureApp, pools.superuser);
     await app.listen({ port: config.port, host: config.host });

@@ -50,12 +50,17 @@ const log = createLogger({ level: "error", pretty: false });
 
 t.test("--help prints the usage on stdout and exits 0, without a database", async (t) => {
   const dataDir = path.join(tmpDir(t), "data");
-  for (const args of [["--help"], ["-h"], ["session", "create", "--help"]]) {
+  for (const args of [["--help"], ["-h"], ["session", "create", "--help"], ["balance", "credit", "-h"]]) {
     const run = await hub(args, { HUB_DATA_DIR: dataDir });
     t.equal(run.code, 0, `hub ${args.join(" ")}`);
     t.match(run.stdout, /Usage: hub <command>/);
     t.match(run.stdout, /api-key create/);
     t.match(run.stdout, /session create --uname NAME/);
+    t.match(run.stdout, /api-key list \[--json\]/);
+    t.match(run.stdout, /api-key revoke --id UUID/);
+    t.match(run.stdout, /session revoke --id UUID \| --token TOKEN/);
+    t.match(run.stdout, /casino add --name NAME \[--base-url URL\]/);
+    t.match(run.stdout, /balance credit --uname NAME --currency KEY --amount N/);
     t.equal(run.stderr, "");
   }
   t.notOk(fs.existsSync(dataDir), "no database was started");
@@ -63,15 +68,19 @@ t.test("--help prints the usage on stdout and exits 0, without a database", asyn
 
 t.test("usage errors exit 2 with one line saying what was received and expected", async (t) => {
   const dataDir = path.join(tmpDir(t), "data");
+  const ALL = /"api-key create", "api-key list", "api-key revoke", "session create", "session revoke", "casino add" or "balance credit"/;
+  const UUID = "0190f3a0-6b1c-7cde-8f00-1234567890ab";
+  const credit = ["balance", "credit", "--uname", "alice", "--currency", "HOUSE"];
   const cases: { args: string[]; stderr: RegExp[] }[] = [
-    { args: [], stderr: [/no command given/, /"api-key create" or "session create"/] },
-    { args: ["frobnicate"], stderr: [/unknown command "frobnicate"/, /"api-key create" or "session create"/] },
+    { args: [], stderr: [/no command given/, ALL] },
+    { args: ["frobnicate"], stderr: [/unknown command "frobnicate"/, ALL] },
     { args: ["api-key"], stderr: [/unknown command "api-key"/] },
     { args: ["api-key", "delete"], stderr: [/unknown command "api-key delete"/] },
     { args: ["api-key", "create", "extra"], stderr: [/unexpected argument "extra" after "api-key create"/] },
-    { args: ["api-key", "create", "--uname", "bob"], stderr: [/--uname is not an option of "api-key create"/] },
+    { args: ["api-key", "create", "--uname", "bob"], stderr: [/--uname is not an option of "api-key create"; it takes none/] },
+    { args: ["api-key", "create", "--frob"], stderr: [/unknown option "--frob": "api-key create" takes no options/] },
     { args: ["session", "create"], stderr: [/"session create" needs --uname NAME/, /received no --uname/] },
-    { args: ["session", "create", "--uname"], stderr: [/--uname needs a value/] },
+    { args: ["session", "create", "--uname"], stderr: [/--uname needs a value, as in --uname=NAME/] },
     { args: ["session", "create", "--uname", ""], stderr: [/--uname "" \(0 characters\) is invalid/, /1 to 200 characters/] },
     { args: ["session", "create", "--uname", "x".repeat(201)], stderr: [/--uname "x+\.\.\. \(201 characters\) is invalid/] },
     { args: ["session", "create", "--uname", "a\nb"], stderr: [/--uname "a\\nb" \(3 characters\) is invalid/, /control characters/] },
@@ -79,6 +88,43 @@ t.test("usage errors exit 2 with one line saying what was received and expected"
     { args: ["session", "create", "--uname", "a", "--casino"], stderr: [/--casino needs a value/] },
     { args: ["session", "create", "--user", "a"], stderr: [/unknown option "--user"/, /expected --uname, --casino, --experience or --help/] },
     { args: ["session", "create", "alice"], stderr: [/unexpected argument "alice"/, /--uname/] },
+    { args: ["session", "create", "--uname", "a", "--json"], stderr: [/--json is not an option of "session create"; expected --uname, --casino, --experience or --help/] },
+    // api-key list / revoke
+    { args: ["api-key", "list", "all"], stderr: [/unexpected argument "all" after "api-key list"/] },
+    { args: ["api-key", "list", "--id", UUID], stderr: [/--id is not an option of "api-key list"; expected --json or --help/] },
+    { args: ["api-key", "revoke"], stderr: [/"api-key revoke" needs --id UUID/, /hub api-key list/] },
+    { args: ["api-key", "revoke", "--id", "42"], stderr: [/--id "42" is invalid: expected a UUID/] },
+    { args: ["api-key", "revoke", "--id", UUID, "--id", UUID], stderr: [/--id was given 2 times/] },
+    { args: ["api-key", "revoke", UUID], stderr: [/unexpected argument ".*" after "api-key revoke".*values go in --id/] },
+    // session revoke
+    { args: ["session", "revoke"], stderr: [/"session revoke" needs exactly one of --id UUID or --token TOKEN; received neither/] },
+    { args: ["session", "revoke", "--id", UUID, "--token", "abc"], stderr: [/exactly one of --id UUID or --token TOKEN; received both/] },
+    { args: ["session", "revoke", "--token", ""], stderr: [/--token is invalid \(0 characters\)/] },
+    { args: ["session", "revoke", "--token", "a b"], stderr: [/--token is invalid \(3 characters\)/, /visible ASCII/] },
+    { args: ["session", "revoke", "--id", "not-a-uuid"], stderr: [/--id "not-a-uuid" is invalid: expected a UUID/] },
+    // casino add
+    { args: ["casino", "add"], stderr: [/"casino add" needs --name NAME/] },
+    { args: ["casino", "add", "--name", "x", "--base-url", "ftp://x"], stderr: [/--base-url "ftp:\/\/x" is invalid: expected an http:\/\/ or https:\/\/ URL/] },
+    { args: ["casino", "add", "--name", "x", "--base-url", "not a url"], stderr: [/--base-url "not a url" is invalid/] },
+    { args: ["casino", "add", "--nme", "x"], stderr: [/unknown option "--nme": expected --name, --base-url or --help/] },
+    // balance credit
+    { args: ["balance", "credit"], stderr: [/"balance credit" needs --uname NAME/] },
+    { args: ["balance", "credit", "--uname", "alice", "--amount", "1"], stderr: [/"balance credit" needs --currency KEY/] },
+    { args: credit, stderr: [/"balance credit" needs --amount N \(how much to add, greater than 0\)/] },
+    { args: [...credit, "--amount", "0"], stderr: [/--amount "0" is invalid: expected a finite decimal number greater than 0/] },
+    { args: [...credit, "--amount=-5"], stderr: [/--amount "-5" is invalid/] },
+    { args: [...credit, "--amount", "-5"], stderr: [/--amount "-5" is invalid/] },
+    { args: ["session", "create", "--uname", "-bob"], stderr: [/--uname is followed by "-bob", which looks like an option; .*--uname=-bob/] },
+    { args: [...credit, "--amount", "1e999"], stderr: [/--amount "1e999" is invalid: expected a finite/] },
+    { args: [...credit, "--amount", "NaN"], stderr: [/--amount "NaN" is invalid/] },
+    { args: [...credit, "--amount", "0x10"], stderr: [/--amount "0x10" is invalid/] },
+    { args: [...credit, "--amount", "ten"], stderr: [/--amount "ten" is invalid/] },
+    { args: [...credit, "--amount", ""], stderr: [/--amount "" is invalid/] },
+    { args: [...credit, "--amount", "1", "--amount", "2"], stderr: [/--amount was given 2 times/] },
+    { args: ["balance", "credit", "--uname", "a", "--currency", "US DOLLAR", "--amount", "1"], stderr: [/--currency "US DOLLAR" is invalid: expected a currency key/] },
+    { args: [...credit, "--amount", "1", "--reason", "r".repeat(1001)], stderr: [/--reason "r+\.\.\. \(1001 characters\) is invalid/] },
+    { args: [...credit, "--amount", "1", "--name", "x"], stderr: [/--name is not an option of "balance credit"; expected --uname, --currency, --amount, --casino, --experience, --reason or --help/] },
+    { args: ["balance", "debit"], stderr: [/unknown command "balance debit"/] },
   ];
   const runs = await Promise.all(cases.map(({ args }) => hub(args, { HUB_DATA_DIR: dataDir })));
   for (const [i, { args, stderr }] of cases.entries()) {
@@ -219,5 +265,193 @@ t.test("against the embedded database", async (t) => {
               (select count(*)::int from hub.session s join hub.user u on u.id = s.user_id where u.uname = 'carol') as sessions`,
     );
     t.same(rows[0], { casinos: 1, users: 1, sessions: 4 });
+  });
+
+  t.test("api-key list shows ids and times, never keys; --json for scripts", async (t) => {
+    const { rows } = await admin.query<{ id: string; created_at: Date }>("select id, created_at from hub.api_key order by id");
+    const text = await hub(["api-key", "list"], { HUB_DATA_DIR: dataDir });
+    t.equal(text.code, 0, text.stderr);
+    const lines = text.stdout.trimEnd().split("\n");
+    t.match(lines[0], /^id +created_at +last_used_at +revoked_at$/, "a header");
+    t.equal(lines.length, rows.length + 1, "a line per key");
+    for (const [i, row] of rows.entries()) {
+      const line = lines[i + 1]!;
+      t.match(line, new RegExp(`^${row.id} +${row.created_at.toISOString().replace(/\./g, "\\.")} +- +-$`));
+      t.equal(line.indexOf(row.created_at.toISOString()), lines[0]!.indexOf("created_at"), "columns are aligned");
+    }
+    t.notMatch(text.stdout, first.last, "the key itself is never printed");
+    t.match(text.stderr, new RegExp(`^hub: ${rows.length} API keys\\.\\n$`));
+
+    const json = await hub(["api-key", "list", "--json"], { HUB_DATA_DIR: dataDir });
+    t.equal(json.code, 0, json.stderr);
+    t.same(JSON.parse(json.stdout), rows.map((r) => ({ id: r.id, created_at: r.created_at.toISOString(), last_used_at: null, revoked_at: null })));
+    t.equal(json.stdout.trim().split("\n").length, 1, "one line of JSON");
+  });
+
+  t.test("api-key revoke: the key stops resolving", async (t) => {
+    const created = await hub(["api-key", "create"], { HUB_DATA_DIR: dataDir });
+    t.equal(created.code, 0, created.stderr);
+    const identity = await resolver.resolve(`apikey:${created.last}`);
+    if (identity?.kind !== "operator") throw new Error("expected the new key to resolve");
+
+    const revoke = await hub(["api-key", "revoke", "--id", identity.apiKeyId.toUpperCase()], { HUB_DATA_DIR: dataDir });
+    t.equal(revoke.code, 0, revoke.stderr);
+    t.equal(revoke.last, identity.apiKeyId, "the id on the last line");
+    t.equal(revoke.stdout, `${identity.apiKeyId}\n`);
+    t.match(revoke.stderr, /revoked API key .*refused within 1 s/);
+    t.equal(await resolver.resolve(`apikey:${created.last}`), undefined, "the key no longer resolves");
+    t.equal(await resolver.resolve(`apikey:${first.last}`).then((i) => i?.kind), "operator", "other keys still do");
+    const { rows } = await admin.query("select revoked_at from hub.api_key where id = $1", [identity.apiKeyId]);
+    t.type(rows[0].revoked_at, Date);
+
+    const again = await hub(["api-key", "revoke", "--id", identity.apiKeyId], { HUB_DATA_DIR: dataDir });
+    t.equal(again.code, 0, "revoking twice is not an error");
+    t.match(again.stderr, /already revoked at .*nothing changed/);
+    t.equal(again.last, identity.apiKeyId);
+    t.same((await admin.query("select revoked_at from hub.api_key where id = $1", [identity.apiKeyId])).rows, rows, "the first revocation time is kept");
+
+    const listed = await hub(["api-key", "list", "--json"], { HUB_DATA_DIR: dataDir });
+    const entry = (JSON.parse(listed.stdout) as { id: string; revoked_at: string | null }[]).find((k) => k.id === identity.apiKeyId);
+    t.equal(entry?.revoked_at, (rows[0].revoked_at as Date).toISOString(), "the list shows when");
+    t.match(listed.stderr, /\(1 revoked\)/);
+
+    const unknown = await hub(["api-key", "revoke", "--id", "0190f3a0-6b1c-7cde-8f00-1234567890ab"], { HUB_DATA_DIR: dataDir });
+    t.equal(unknown.code, 1);
+    t.equal(unknown.stderr, "hub: no API key has the id 0190f3a0-6b1c-7cde-8f00-1234567890ab (hub api-key list shows them).\n");
+    t.equal(unknown.stdout, "");
+  });
+
+  t.test("session revoke by --id or by --token: the session stops resolving", async (t) => {
+    const tokens = [];
+    for (let i = 0; i < 3; i++) {
+      const run = await hub(["session", "create", "--uname", "revokee"], { HUB_DATA_DIR: dataDir });
+      t.equal(run.code, 0, run.stderr);
+      tokens.push(run.last);
+    }
+    const ids = [];
+    for (const token of tokens) {
+      const identity = await resolver.resolve(`session:${token}`);
+      if (identity?.kind !== "user") throw new Error("expected the new session to resolve");
+      ids.push(identity.sessionId);
+    }
+
+    const byId = await hub(["session", "revoke", "--id", ids[0]!], { HUB_DATA_DIR: dataDir });
+    t.equal(byId.code, 0, byId.stderr);
+    t.equal(byId.stdout, `${ids[0]}\n`, "the session id on the last line");
+    t.equal(await resolver.resolve(`session:${tokens[0]}`), undefined, "revoked by id");
+
+    const byToken = await hub(["session", "revoke", "--token", tokens[1]!], { HUB_DATA_DIR: dataDir });
+    t.equal(byToken.code, 0, byToken.stderr);
+    t.equal(byToken.last, ids[1]);
+    t.equal(await resolver.resolve(`session:${tokens[1]}`), undefined, "revoked by token");
+    t.notMatch(byToken.stderr + byToken.stdout, tokens[1]!, "the token is not echoed");
+
+    const byHeader = await hub(["session", "revoke", "--token", `session:${tokens[2]}`], { HUB_DATA_DIR: dataDir });
+    t.equal(byHeader.code, 0, byHeader.stderr);
+    t.equal(byHeader.last, ids[2], "the header form session:<token> works too");
+    t.equal(await resolver.resolve(`session:${tokens[2]}`), undefined);
+
+    // Tokens are base64url: one in 64 starts with "-", and must still be accepted as a value.
+    const dashToken = `-${"A".repeat(42)}`;
+    const { rows: dashed } = await admin.query<{ id: string }>(
+      `insert into hub.session (user_id, casino_id, experience_id, token_digest)
+       select user_id, casino_id, experience_id, $2 from hub.session where id = $1 returning id`,
+      [ids[0], digest(dashToken)],
+    );
+    t.equal((await resolver.resolve(`session:${dashToken}`))?.kind, "user");
+    const byDashToken = await hub(["session", "revoke", "--token", dashToken], { HUB_DATA_DIR: dataDir });
+    t.equal(byDashToken.code, 0, "a token starting with - is a value", { stderr: byDashToken.stderr });
+    t.equal(byDashToken.last, dashed[0]!.id);
+    t.equal(await resolver.resolve(`session:${dashToken}`), undefined);
+
+    const again = await hub(["session", "revoke", "--token", tokens[1]!], { HUB_DATA_DIR: dataDir });
+    t.equal(again.code, 0);
+    t.match(again.stderr, /already revoked at .*nothing changed/);
+
+    const unknownToken = await hub(["session", "revoke", "--token", "A".repeat(43)], { HUB_DATA_DIR: dataDir });
+    t.equal(unknownToken.code, 1);
+    t.match(unknownToken.stderr, /^hub: no session has this token/);
+    t.equal(unknownToken.stderr.trim().split("\n").length, 1);
+    const unknownId = await hub(["session", "revoke", "--id", "0190f3a0-6b1c-7cde-8f00-1234567890ab"], { HUB_DATA_DIR: dataDir });
+    t.equal(unknownId.code, 1);
+    t.equal(unknownId.stderr, "hub: no session has the id 0190f3a0-6b1c-7cde-8f00-1234567890ab.\n");
+  });
+
+  t.test("casino add registers a casino and prints its id", async (t) => {
+    const run = await hub(["casino", "add", "--name", "royal", "--base-url", "https://royal.example"], { HUB_DATA_DIR: dataDir });
+    t.equal(run.code, 0, run.stderr);
+    const { rows } = await admin.query("select id, name, base_url, is_playground from hub.casino where name = 'royal'");
+    t.same(rows, [{ id: run.last, name: "royal", base_url: "https://royal.example", is_playground: false }]);
+    t.equal(run.stdout, `${run.last}\n`);
+
+    const plain = await hub(["casino", "add", "--name=plain"], { HUB_DATA_DIR: dataDir });
+    t.equal(plain.code, 0, plain.stderr);
+    t.same((await admin.query("select base_url from hub.casino where id = $1", [plain.last])).rows, [{ base_url: null }]);
+
+    const sameName = await hub(["casino", "add", "--name", "royal"], { HUB_DATA_DIR: dataDir });
+    t.equal(sameName.code, 1);
+    t.equal(sameName.stderr, `hub: a casino named "royal" already exists (${run.last}).\n`);
+    const sameUrl = await hub(["casino", "add", "--name", "copycat", "--base-url", "https://royal.example"], { HUB_DATA_DIR: dataDir });
+    t.equal(sameUrl.code, 1);
+    t.match(sameUrl.stderr, /^hub: the base URL https:\/\/royal\.example is already the casino "royal"'s/);
+    t.equal((await admin.query("select count(*)::int as n from hub.casino where name = 'copycat'")).rows[0].n, 0);
+  });
+
+  t.test("balance credit adds to the balance, creating it, and records each change in the ledger", async (t) => {
+    const session = await hub(["session", "create", "--uname", "rich"], { HUB_DATA_DIR: dataDir });
+    t.equal(session.code, 0, session.stderr);
+    const identity = await resolver.resolve(`session:${session.last}`);
+    if (identity?.kind !== "user") throw new Error("expected a user");
+    const { user_id, experience_id } = identity.session;
+
+    const credited = await hub(["balance", "credit", "--uname", "rich", "--currency", "HOUSE", "--amount", "100"], { HUB_DATA_DIR: dataDir });
+    t.equal(credited.code, 0, credited.stderr);
+    t.equal(credited.stdout, "100\n", "the new balance on the last line");
+    t.match(credited.stderr, /credited 100 HOUSE to "rich" .* the balance is now 100 \(ledger entry [0-9a-f-]{36}\)/);
+    const second = await hub(["balance", "credit", "--uname", "rich", "--currency", "HOUSE", "--amount", "2.5", "--reason", "refund of bet 12"], {
+      HUB_DATA_DIR: dataDir,
+    });
+    t.equal(second.code, 0, second.stderr);
+    t.equal(second.last, "102.5");
+
+    const balance = await admin.query("select amount from hub.balance where user_id = $1 and experience_id = $2 and currency_key = 'HOUSE'", [user_id, experience_id]);
+    t.same(balance.rows, [{ amount: 102.5 }]);
+    const ledger = await admin.query(
+      "select account, amount_delta, balance_after, actor, reason from hub.ledger where user_id = $1 and experience_id = $2 order by id",
+      [user_id, experience_id],
+    );
+    t.match(ledger.rows, [
+      { account: "player", amount_delta: 100, balance_after: 100, actor: /^cli:/, reason: "hub balance credit" },
+      { account: "player", amount_delta: 2.5, balance_after: 102.5, actor: /^cli:/, reason: "refund of bet 12" },
+    ]);
+    t.equal(ledger.rows.length, 2);
+    t.equal(ledger.rows.reduce((sum: number, r: { amount_delta: number }) => sum + r.amount_delta, 0), 102.5, "the ledger sums to the balance");
+
+    // Another casino and experience, named explicitly.
+    const elsewhere = await hub(["session", "create", "--uname", "rich", "--casino", "acme", "--experience", "dice"], { HUB_DATA_DIR: dataDir });
+    t.equal(elsewhere.code, 0, elsewhere.stderr);
+    await admin.query("insert into hub.currency (key, casino_id, display_unit_name, display_unit_scale) select 'CHIP', id, 'chips', 1 from hub.casino where name = 'acme'");
+    const inAcme = await hub(["balance", "credit", "--uname", "rich", "--casino", "acme", "--experience", "dice", "--currency", "CHIP", "--amount", "7"], {
+      HUB_DATA_DIR: dataDir,
+    });
+    t.equal(inAcme.code, 0, inAcme.stderr);
+    t.equal(inAcme.last, "7");
+    t.same(balance.rows, (await admin.query("select amount from hub.balance where user_id = $1 and experience_id = $2 and currency_key = 'HOUSE'", [user_id, experience_id])).rows, "the playground balance did not move");
+
+    const failures: [string[], RegExp][] = [
+      [["--uname", "nobody", "--currency", "HOUSE", "--amount", "1"], /^hub: casino "playground" has no player "nobody"; .*hub session create --uname "nobody"/],
+      [["--uname", "rich", "--currency", "EUR", "--amount", "1"], /^hub: casino "playground" has no currency "EUR" \(it has "HOUSE"\)\.$/],
+      [["--uname", "rich", "--casino", "nowhere", "--currency", "HOUSE", "--amount", "1"], /^hub: no casino is named "nowhere" \(hub casino add --name "nowhere" adds it\)\.$/],
+      [["--uname", "rich", "--experience", "poker", "--currency", "HOUSE", "--amount", "1"], /^hub: casino "playground" has no experience "poker"\.$/],
+      [["--uname", "rich", "--currency", "HOUSE", "--amount", "1e308"], /^hub: .*out of range.*\[SQLSTATE 22003\]$|^hub: .*overflow/],
+    ];
+    await admin.query("select hub_hidden.credit_balance($1, u.casino_id, $2, 'HOUSE', 1.7e308, 'test', 'near the limit') from hub.user u where u.id = $1", [user_id, experience_id]);
+    for (const [args, stderr] of failures) {
+      const run = await hub(["balance", "credit", ...args], { HUB_DATA_DIR: dataDir });
+      t.equal(run.code, 1, `balance credit ${args.join(" ")} exits 1`);
+      t.match(run.stderr.trim(), stderr);
+      t.equal(run.stderr.trim().split("\n").length, 1, "on one line");
+      t.equal(run.stdout, "", "nothing on stdout");
+    }
   });
 });

@@ -4,6 +4,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { startAndListen, defaultPlugins, type RunningServer, type ServerOptions } from "@hubpkg/hub";
+import { startTestServer, type TestServer } from "@hubpkg/hub/test";
 import { dbLockHouseBankroll, dbLockPlayerBalance, dbLockPlayerBalanceAndHouseBankroll, withPgPoolTransaction } from "@hubpkg/hub/db";
 // The reference plugins, compiled, exactly as a user's server would load them.
 import { FortunePlugin, MAX_FORTUNE_LENGTH } from "../dist/plugins/fortune.js";
@@ -23,27 +24,33 @@ const MIGRATIONS = path.resolve(path.dirname(fileURLToPath(import.meta.url)), ".
  *   resolverHub: FortunePlugin, CoinflipResolverPlugin, CoinflipBetPlugin
  *   planHub:     CoinflipPlanPlugin
  */
-let resolverHub: RunningServer;
+let resolverHub: TestServer;
 let planHub: RunningServer;
 let db: pg.Pool;
 
 t.before(async () => {
-  const dataDir = tmpDir(t);
   const common: ServerOptions = {
     port: 0,
     logLevel: (process.env.TEST_LOG_LEVEL as "silent" | undefined) ?? "silent",
     handleSignals: false,
-    dataDir,
     extraPgSchemas: ["app"],
     userDatabaseMigrationsPath: MIGRATIONS,
+    // The concurrency tests batch up to 100 mutations per request as aliases.
+    maxQueryAliases: 200,
   };
-  resolverHub = await startAndListen({ ...common, plugins: [...defaultPlugins, FortunePlugin, CoinflipResolverPlugin, CoinflipBetPlugin] });
-  planHub = await startAndListen({ ...common, plugins: [...defaultPlugins, CoinflipPlanPlugin] });
+  // The test kit, as a plugin author uses it; the plan variant is a second hub on the same database.
+  resolverHub = await startTestServer({ ...common, plugins: [...defaultPlugins, FortunePlugin, CoinflipResolverPlugin, CoinflipBetPlugin] });
+  planHub = await startAndListen({
+    ...common,
+    databaseUrl: resolverHub.databaseUrl,
+    superuserDatabaseUrl: resolverHub.superuserDatabaseUrl,
+    plugins: [...defaultPlugins, CoinflipPlanPlugin],
+  });
   db = new pg.Pool({ connectionString: resolverHub.superuserDatabaseUrl, max: 4 });
 });
 t.teardown(async () => {
   await db?.end();
-  // The first server owns the embedded Postgres: stop it last.
+  // The test kit's server drops its database: stop it last.
   await planHub?.stop();
   await resolverHub?.stop();
 });

@@ -24,6 +24,11 @@ export async function openDatabase(
   config: Pick<HubConfig, "databaseUrl" | "superuserDatabaseUrl" | "dataDir" | "nodeEnv">,
   log: Logger,
 ): Promise<OpenedDatabase> {
+  const early = config.databaseUrl ? undefined : prewarmed.get(config.dataDir);
+  if (early) {
+    prewarmed.delete(config.dataDir);
+    return early;
+  }
   if (config.databaseUrl && config.superuserDatabaseUrl) {
     return {
       superuserUrl: config.superuserDatabaseUrl,
@@ -58,4 +63,27 @@ export async function endPool(pool: pg.Pool, timeoutMs = 5000): Promise<void> {
   });
   await pool.end();
   await closed;
+}
+
+type DatabaseConfig = Pick<HubConfig, "databaseUrl" | "superuserDatabaseUrl" | "dataDir" | "nodeEnv">;
+const prewarmed = new Map<string, Promise<OpenedDatabase>>();
+
+/**
+ * Start the embedded Postgres now, before the heavy modules (graphql,
+ * PostGraphile, Fastify, Express: ~0.8 s of loading) are imported: Postgres
+ * boots in its own process meanwhile, and the next openDatabase() for the
+ * same data dir adopts it. `node dist/server.js` calls this first thing.
+ */
+export function prewarmDatabase(config: DatabaseConfig, log: Logger): void {
+  if (config.databaseUrl || prewarmed.has(config.dataDir)) return;
+  const pending = openDatabase(config, log);
+  pending.catch(() => undefined); // reported when adopted
+  prewarmed.set(config.dataDir, pending);
+}
+
+/** Stop what was prewarmed and not adopted (e.g. options chose another data dir). */
+export async function discardPrewarmed(): Promise<void> {
+  const pending = [...prewarmed.values()];
+  prewarmed.clear();
+  await Promise.all(pending.map((p) => p.then((db) => db.close(), () => undefined)));
 }

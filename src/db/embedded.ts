@@ -383,6 +383,8 @@ export async function startEmbeddedPostgres(options: {
   log: Logger;
   /** Skip fsync during initdb: for throw-away test databases only. */
   fastInit?: boolean;
+  /** Stop Postgres when this process exits (default true); the test kit's shared cluster outlives its processes. */
+  stopAtExit?: boolean;
 }): Promise<EmbeddedDatabase> {
   const { dataDir, log } = options;
   await fsp.mkdir(dataDir, { recursive: true, mode: 0o755 });
@@ -444,7 +446,7 @@ export async function startEmbeddedPostgres(options: {
       }
     }
   };
-  if (owned) process.once("exit", onExit);
+  if (owned && options.stopAtExit !== false) process.once("exit", onExit);
 
   let stopped = false;
   return {

@@ -12,9 +12,21 @@ export interface HubPools {
 
 function makePool(connectionString: string, name: string, max: number, log: Logger): pg.Pool {
   const pool = new pg.Pool({ connectionString, max, application_name: `hub:${name}`, connectionTimeoutMillis: 10_000 });
-  // An idle client losing its connection (Postgres restarted, network blip)
-  // emits "error" on the pool; unhandled, that would crash the process.
-  pool.on("error", (error) => log.error({ err: error, pool: name }, "idle database connection lost; it will be replaced"));
+  // A client losing its connection (Postgres stopped or restarted, its backend
+  // terminated, a network blip) emits "error". pg-pool listens only while the
+  // client is idle and re-emits it on the pool; a client that is checked out
+  // between two statements (a transaction, PostGraphile's per-request
+  // set_config) has no listener at all, and an unhandled "error" event would
+  // crash the process. So every client gets its own listener for its whole
+  // life, which also does the logging (once per connection); the client is
+  // then unusable, its pending and later queries fail, and the pool discards it
+  // on release and opens a fresh connection when one is next needed.
+  pool.on("connect", (client) => {
+    client.on("error", (error) => log.error({ err: error, pool: name }, "database connection lost; it will be replaced"));
+  });
+  pool.on("error", () => {
+    // Logged by the client's own listener above; handled here so the pool's re-emit cannot crash the process.
+  });
   return pool;
 }
 
@@ -91,8 +103,13 @@ export async function withPgPoolTransaction<T>(pool: pg.Pool, fn: (pgClient: pg.
 
 let currentSuperuserPool: pg.Pool | undefined;
 
-export function setSuperuserPool(pool: pg.Pool | undefined): void {
+export function setSuperuserPool(pool: pg.Pool): void {
   currentSuperuserPool = pool;
+}
+
+/** Forget the pool only if it is still this server's: another server in the process may have started since. */
+export function clearSuperuserPool(pool: pg.Pool): void {
+  if (currentSuperuserPool === pool) currentSuperuserPool = undefined;
 }
 
 /**

@@ -1,0 +1,154 @@
+import type { JWTPayload, JWTVerifyGetKey, CryptoKey } from "jose";
+
+// jose is loaded on first use: most servers never exchange a casino token, and
+// importing it costs ~60 ms of start-up.
+const loadJose = () => import("jose");
+import type pg from "pg";
+
+/**
+ * Casino token exchange: a casino signs a short-lived JWT for its player with
+ * its private key; the hub verifies it with the public key (PEM or JWK) or JWKS
+ * URL the operator registered for that casino, and only then issues a session.
+ *
+ * Only asymmetric algorithms are accepted: a registered public key can never
+ * be used as an HMAC secret (the classic "alg confusion" forgery).
+ */
+export const ALLOWED_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"];
+
+export interface CasinoAuth {
+  casino_id: string;
+  public_key: string | null;
+  jwks_url: string | null;
+  issuer: string | null;
+  audience: string | null;
+}
+
+export type TokenErrorCode =
+  | "UNKNOWN_CASINO"
+  | "CASINO_NOT_CONFIGURED"
+  | "USER_TOKEN_EXPIRED"
+  | "USER_TOKEN_BAD_SIGNATURE"
+  | "USER_TOKEN_CLAIM"
+  | "USER_TOKEN_MALFORMED";
+
+export class CasinoTokenError extends Error {
+  constructor(
+    readonly code: TokenErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface VerifiedPlayer {
+  uname: string;
+  experienceName: string;
+}
+
+const remoteSets = new Map<string, JWTVerifyGetKey>();
+
+async function keyFor(auth: CasinoAuth): Promise<JWTVerifyGetKey | ((header: { alg?: string }) => Promise<CryptoKey | Uint8Array>)> {
+  const { createRemoteJWKSet, importJWK, importSPKI } = await loadJose();
+  if (auth.jwks_url) {
+    let set = remoteSets.get(auth.jwks_url);
+    if (!set) {
+      set = createRemoteJWKSet(new URL(auth.jwks_url), { timeoutDuration: 3000, cooldownDuration: 30_000 });
+      remoteSets.set(auth.jwks_url, set);
+    }
+    return set;
+  }
+  const material = auth.public_key ?? "";
+  return async (header: { alg?: string }) => {
+    const alg = header.alg ?? "";
+    if (material.trim().startsWith("{")) {
+      const jwk = JSON.parse(material) as Record<string, unknown>;
+      return (await importJWK(jwk, (jwk.alg as string | undefined) ?? alg)) as CryptoKey;
+    }
+    return importSPKI(material, alg);
+  };
+}
+
+/** Check a public key when it is registered, so a typo fails then rather than at a player's login. */
+export async function validatePublicKey(material: string): Promise<void> {
+  const { importJWK, importSPKI } = await loadJose();
+  const trimmed = material.trim();
+  if (trimmed.startsWith("{")) {
+    const jwk = JSON.parse(trimmed) as Record<string, unknown>;
+    if (jwk.d !== undefined) throw new Error("this JWK contains a private key (d); register the public key only");
+    if (jwk.kty === "oct") throw new Error("symmetric (oct) keys are not accepted; register an RSA, EC or OKP public key");
+    await importJWK(jwk, (jwk.alg as string | undefined) ?? (jwk.kty === "OKP" ? "EdDSA" : jwk.kty === "EC" ? "ES256" : "RS256"));
+    return;
+  }
+  if (!trimmed.startsWith("-----BEGIN PUBLIC KEY-----")) {
+    throw new Error("expected a PEM public key (-----BEGIN PUBLIC KEY-----) or a JWK as JSON");
+  }
+  // The algorithm only has to fit the key type for the import to succeed.
+  for (const alg of ["RS256", "ES256", "ES384", "ES512", "EdDSA"]) {
+    try {
+      await importSPKI(trimmed, alg);
+      return;
+    } catch {
+      /* try the next family */
+    }
+  }
+  throw new Error("the PEM could not be read as an RSA, EC or Ed25519 public key");
+}
+
+function claimString(payload: JWTPayload, names: string[]): string | undefined {
+  for (const name of names) {
+    const value = payload[name];
+    if (typeof value === "string" && value.length > 0) return value;
+  }
+  return undefined;
+}
+
+/**
+ * Verify a casino-signed user token. Claims: `uname` (or `username`, or `sub`)
+ * names the player; `experience` names the experience (default "default");
+ * `exp` is required; `iss`/`aud` are checked when the casino has them set.
+ */
+export async function verifyCasinoToken(pool: Pick<pg.Pool, "query">, casinoId: string, token: string): Promise<VerifiedPlayer> {
+  const { rows } = await pool.query<CasinoAuth & { exists: boolean }>(
+    `select c.id is not null as exists, a.casino_id, a.public_key, a.jwks_url, a.issuer, a.audience
+       from hub.casino c left join hub_secret.casino_auth a on a.casino_id = c.id
+      where c.id = $1`,
+    [casinoId],
+  );
+  const auth = rows[0];
+  if (!auth) throw new CasinoTokenError("UNKNOWN_CASINO", `No casino has the id ${casinoId}.`);
+  if (!auth.public_key && !auth.jwks_url) {
+    throw new CasinoTokenError("CASINO_NOT_CONFIGURED", `Casino ${casinoId} has no public key or JWKS URL registered, so its tokens cannot be verified.`);
+  }
+  const { errors, jwtVerify } = await loadJose();
+  let payload: JWTPayload;
+  try {
+    ({ payload } = await jwtVerify(token, (await keyFor(auth)) as JWTVerifyGetKey, {
+      algorithms: ALLOWED_ALGORITHMS,
+      requiredClaims: ["exp"],
+      ...(auth.issuer ? { issuer: auth.issuer } : {}),
+      ...(auth.audience ? { audience: auth.audience } : {}),
+    }));
+  } catch (error) {
+    if (error instanceof errors.JWTExpired) {
+      throw new CasinoTokenError("USER_TOKEN_EXPIRED", `The user token has expired (exp ${String(error.payload.exp)}, now ${Math.floor(Date.now() / 1000)}).`);
+    }
+    if (error instanceof errors.JWSSignatureVerificationFailed || error instanceof errors.JWKSNoMatchingKey) {
+      throw new CasinoTokenError("USER_TOKEN_BAD_SIGNATURE", "The user token was not signed by the key registered for this casino.");
+    }
+    if (error instanceof errors.JWTClaimValidationFailed) {
+      throw new CasinoTokenError("USER_TOKEN_CLAIM", `The user token's "${error.claim}" claim is not acceptable: ${error.message}.`);
+    }
+    if (error instanceof errors.JOSEAlgNotAllowed) {
+      throw new CasinoTokenError("USER_TOKEN_MALFORMED", `The user token's algorithm is not accepted; expected one of ${ALLOWED_ALGORITHMS.join(", ")}.`);
+    }
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new CasinoTokenError("USER_TOKEN_MALFORMED", `The user token is not a valid signed JWT (${reason}).`);
+  }
+  const uname = claimString(payload, ["uname", "username", "sub"]);
+  if (!uname || uname.length > 200) {
+    throw new CasinoTokenError("USER_TOKEN_CLAIM", 'The user token names no player: expected a "uname" (or "username" or "sub") claim of 1 to 200 characters.');
+  }
+  const experienceName = claimString(payload, ["experience"]) ?? "default";
+  if (experienceName.length > 200) throw new CasinoTokenError("USER_TOKEN_CLAIM", 'The "experience" claim is longer than 200 characters.');
+  return { uname, experienceName };
+}

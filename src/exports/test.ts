@@ -1,0 +1,17 @@
+export {
+  startTestServer,
+  createGraphQLClient,
+  ClientError,
+  createCasino,
+  createCurrency,
+  createExperience,
+  createPlayer,
+  createPlayerBalance,
+  getPlayerBalance,
+  createHouseBankroll,
+  getHouseBankroll,
+  type TestServer,
+  type TestServerOptions,
+  type GraphQLClient,
+  type GraphQLResponse,
+} from "../test-kit.js";

@@ -1,0 +1,260 @@
+import { GraphQLError } from "graphql";
+import { extendSchema, gql } from "graphile-utils";
+import type { PluginContext } from "../context.js";
+import { validatePublicKey } from "../casino-token.js";
+import { withPgPoolTransaction } from "../db/pools.js";
+
+/**
+ * Operator-only mutations (an `apikey:` identity): set up casinos, currencies
+ * and experiences, and move money. Every balance and bankroll change goes
+ * through the ledger functions, so hub.ledger records who, what and why.
+ */
+function requireOperator(context: PluginContext): string {
+  if (context.identity?.kind !== "operator") {
+    throw new GraphQLError("Unauthorized: this mutation needs an operator API key (Authorization: apikey:<key>).", {
+      extensions: { code: "UNAUTHORIZED" },
+    });
+  }
+  return `api_key:${context.identity.apiKeyId}`;
+}
+
+function positiveAmount(amount: number): number {
+  if (!Number.isFinite(amount) || amount <= 0) {
+    throw new GraphQLError(`amount must be a finite number greater than 0; received ${amount}.`, { extensions: { code: "BAD_USER_INPUT" } });
+  }
+  return amount;
+}
+
+/** Postgres errors a caller can act on become GraphQL errors that say what was wrong. */
+function explainPgError(error: unknown): never {
+  const e = error as { code?: string; message?: string; constraint?: string; detail?: string };
+  const known: Record<string, string> = {
+    "23505": "already exists",
+    "23503": "refers to something that does not exist",
+    "23514": "is not allowed",
+    "22P02": "is malformed",
+    P0001: "",
+  };
+  if (e.code && e.code in known) {
+    const what = e.code === "P0001" ? e.message : `${e.detail ?? e.message} (${known[e.code]})`;
+    throw new GraphQLError(String(what), { extensions: { code: "BAD_USER_INPUT", sqlstate: e.code } });
+  }
+  throw error;
+}
+
+async function guarded<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (error) {
+    if (error instanceof GraphQLError) throw error;
+    return explainPgError(error);
+  }
+}
+
+interface CasinoAuthInput {
+  jwtPublicKey?: string | null;
+  jwksUrl?: string | null;
+  jwtIssuer?: string | null;
+  jwtAudience?: string | null;
+}
+
+async function checkAuthInput(input: CasinoAuthInput): Promise<void> {
+  if (input.jwtPublicKey) {
+    try {
+      await validatePublicKey(input.jwtPublicKey);
+    } catch (error) {
+      throw new GraphQLError(`jwtPublicKey is not usable: ${(error as Error).message}.`, { extensions: { code: "BAD_USER_INPUT" } });
+    }
+  }
+  if (input.jwksUrl) {
+    let url: URL | undefined;
+    try {
+      url = new URL(input.jwksUrl);
+    } catch {
+      /* reported below */
+    }
+    if (!url || (url.protocol !== "https:" && url.protocol !== "http:")) {
+      throw new GraphQLError(`jwksUrl must be an http(s) URL; received ${JSON.stringify(input.jwksUrl)}.`, { extensions: { code: "BAD_USER_INPUT" } });
+    }
+  }
+}
+
+export const HubOperatorPlugin = extendSchema(
+  () => ({
+    typeDefs: gql`
+      input HubAddCasinoInput {
+        name: String!
+        baseUrl: String
+        "The casino's public key for its user tokens: PEM (BEGIN PUBLIC KEY) or a JWK as JSON."
+        jwtPublicKey: String
+        "Or a JWKS URL serving its keys."
+        jwksUrl: String
+        "When set, user tokens must carry this iss."
+        jwtIssuer: String
+        "When set, user tokens must carry this aud."
+        jwtAudience: String
+      }
+      input HubSetCasinoAuthInput {
+        casinoId: UUID!
+        jwtPublicKey: String
+        jwksUrl: String
+        jwtIssuer: String
+        jwtAudience: String
+      }
+      input HubAddCurrencyInput {
+        casinoId: UUID!
+        key: String!
+        displayUnitName: String!
+        displayUnitScale: Int!
+      }
+      input HubAddExperienceInput {
+        casinoId: UUID!
+        name: String!
+      }
+      input HubBalanceChangeInput {
+        userId: UUID!
+        experienceId: UUID!
+        currencyKey: String!
+        amount: Float!
+        reason: String!
+      }
+      input HubBankrollChangeInput {
+        casinoId: UUID!
+        currencyKey: String!
+        amount: Float!
+        reason: String!
+      }
+      type HubAddCasinoPayload {
+        casinoId: UUID!
+      }
+      type HubAddCurrencyPayload {
+        casinoId: UUID!
+        key: String!
+      }
+      type HubAddExperiencePayload {
+        experienceId: UUID!
+      }
+      type HubBalancePayload {
+        balanceId: UUID!
+        "The amount after the change."
+        amount: Float!
+      }
+      type HubBankrollPayload {
+        bankrollId: UUID!
+        amount: Float!
+      }
+      extend type Mutation {
+        hubAddCasino(input: HubAddCasinoInput!): HubAddCasinoPayload!
+        hubSetCasinoAuth(input: HubSetCasinoAuthInput!): HubAddCasinoPayload!
+        hubAddCurrency(input: HubAddCurrencyInput!): HubAddCurrencyPayload!
+        hubAddExperience(input: HubAddExperienceInput!): HubAddExperiencePayload!
+        hubCreditBalance(input: HubBalanceChangeInput!): HubBalancePayload!
+        hubDebitBalance(input: HubBalanceChangeInput!): HubBalancePayload!
+        hubCreditBankroll(input: HubBankrollChangeInput!): HubBankrollPayload!
+        hubDebitBankroll(input: HubBankrollChangeInput!): HubBankrollPayload!
+      }
+    `,
+    resolvers: {
+      Mutation: {
+        async hubAddCasino(_p: unknown, { input }: { input: { name: string; baseUrl?: string | null } & CasinoAuthInput }, context: PluginContext) {
+          requireOperator(context);
+          await checkAuthInput(input);
+          return guarded(() =>
+            withPgPoolTransaction(context.superuserPool, async (client) => {
+              const { rows } = await client.query<{ id: string }>("insert into hub.casino (name, base_url) values ($1, $2) returning id", [input.name, input.baseUrl ?? null]);
+              const casinoId = rows[0]!.id;
+              if (input.jwtPublicKey || input.jwksUrl) await upsertAuth(client, casinoId, input);
+              return { casinoId };
+            }),
+          );
+        },
+        async hubSetCasinoAuth(_p: unknown, { input }: { input: { casinoId: string } & CasinoAuthInput }, context: PluginContext) {
+          requireOperator(context);
+          if (!input.jwtPublicKey && !input.jwksUrl) {
+            throw new GraphQLError("Give jwtPublicKey or jwksUrl.", { extensions: { code: "BAD_USER_INPUT" } });
+          }
+          await checkAuthInput(input);
+          return guarded(async () => {
+            await upsertAuth(context.superuserPool, input.casinoId, input);
+            return { casinoId: input.casinoId };
+          });
+        },
+        async hubAddCurrency(_p: unknown, { input }: { input: { casinoId: string; key: string; displayUnitName: string; displayUnitScale: number } }, context: PluginContext) {
+          requireOperator(context);
+          return guarded(async () => {
+            await context.superuserPool.query(
+              "insert into hub.currency (key, casino_id, display_unit_name, display_unit_scale) values ($1, $2, $3, $4)",
+              [input.key, input.casinoId, input.displayUnitName, input.displayUnitScale],
+            );
+            return { casinoId: input.casinoId, key: input.key };
+          });
+        },
+        async hubAddExperience(_p: unknown, { input }: { input: { casinoId: string; name: string } }, context: PluginContext) {
+          requireOperator(context);
+          return guarded(async () => {
+            const { rows } = await context.superuserPool.query<{ id: string }>("insert into hub.experience (casino_id, name) values ($1, $2) returning id", [input.casinoId, input.name]);
+            return { experienceId: rows[0]!.id };
+          });
+        },
+        hubCreditBalance: (_p: unknown, { input }: { input: BalanceInput }, context: PluginContext) => changeBalance("credit", input, context),
+        hubDebitBalance: (_p: unknown, { input }: { input: BalanceInput }, context: PluginContext) => changeBalance("debit", input, context),
+        hubCreditBankroll: (_p: unknown, { input }: { input: BankrollInput }, context: PluginContext) => changeBankroll(1, input, context),
+        hubDebitBankroll: (_p: unknown, { input }: { input: BankrollInput }, context: PluginContext) => changeBankroll(-1, input, context),
+      },
+    },
+  }),
+  "HubOperatorPlugin",
+);
+
+interface BalanceInput {
+  userId: string;
+  experienceId: string;
+  currencyKey: string;
+  amount: number;
+  reason: string;
+}
+interface BankrollInput {
+  casinoId: string;
+  currencyKey: string;
+  amount: number;
+  reason: string;
+}
+
+async function upsertAuth(client: Pick<import("pg").Pool, "query">, casinoId: string, input: CasinoAuthInput): Promise<void> {
+  await client.query(
+    `insert into hub_secret.casino_auth (casino_id, public_key, jwks_url, issuer, audience)
+     values ($1, $2, $3, $4, $5)
+     on conflict (casino_id) do update
+        set public_key = excluded.public_key, jwks_url = excluded.jwks_url,
+            issuer = excluded.issuer, audience = excluded.audience, updated_at = now()`,
+    [casinoId, input.jwtPublicKey ?? null, input.jwksUrl ?? null, input.jwtIssuer ?? null, input.jwtAudience ?? null],
+  );
+}
+
+async function changeBalance(kind: "credit" | "debit", input: BalanceInput, context: PluginContext) {
+  const actor = requireOperator(context);
+  const amount = positiveAmount(input.amount);
+  return guarded(async () => {
+    const { rows } = await context.superuserPool.query<{ id: string; amount: number }>(
+      `select b.id, b.amount from hub.user u,
+              lateral hub_hidden.${kind}_balance(u.id, u.casino_id, $2, $3, $4, $5, $6) b
+        where u.id = $1`,
+      [input.userId, input.experienceId, input.currencyKey, amount, actor, input.reason],
+    );
+    const row = rows[0];
+    if (!row) throw new GraphQLError(`No user has the id ${input.userId}.`, { extensions: { code: "BAD_USER_INPUT" } });
+    return { balanceId: row.id, amount: row.amount };
+  });
+}
+
+async function changeBankroll(sign: 1 | -1, input: BankrollInput, context: PluginContext) {
+  const actor = requireOperator(context);
+  const amount = positiveAmount(input.amount);
+  return guarded(async () => {
+    const { rows } = await context.superuserPool.query<{ id: string; amount: number }>(
+      "select id, amount from hub_hidden.adjust_bankroll($1, $2, $3, $4, $5)",
+      [input.casinoId, input.currencyKey, sign * amount, actor, input.reason],
+    );
+    return { bankrollId: rows[0]!.id, amount: rows[0]!.amount };
+  });
+}

@@ -1,0 +1,121 @@
+import {
+  GraphQLError,
+  Kind,
+  NoSchemaIntrospectionCustomRule,
+  type ASTVisitor,
+  type FragmentDefinitionNode,
+  type SelectionSetNode,
+  type ValidationContext,
+  type ValidationRule,
+} from "graphql";
+
+/**
+ * Cheap static limits, checked at validation time: a hostile query is refused
+ * before any planning or SQL, with a message that says the limit and what the
+ * query had. Validation results are cached by grafserv per query text, so a
+ * repeated query pays nothing.
+ */
+export interface QueryLimits {
+  /** Deepest nesting of selection sets, fragments expanded (default 16). */
+  maxDepth: number;
+  /** Most aliased fields in one document (default 50). */
+  maxAliases: number;
+  /** Most field selections once fragments are expanded (default 1000): stops fragment fan-out bombs. */
+  maxSelections: number;
+  /** Allow __schema/__type queries (default: on outside production). */
+  introspection: boolean;
+}
+
+export const DEFAULT_QUERY_LIMITS: Omit<QueryLimits, "introspection"> = { maxDepth: 16, maxAliases: 50, maxSelections: 1000 };
+
+function limitRule(limits: QueryLimits): ValidationRule {
+  return (context: ValidationContext): ASTVisitor => {
+    const fragments = new Map<string, FragmentDefinitionNode>();
+    for (const def of context.getDocument().definitions) {
+      if (def.kind === Kind.FRAGMENT_DEFINITION) fragments.set(def.name.value, def);
+    }
+    let aliases = 0;
+    // Depth and expanded size of a selection set; a fragment cycle is another
+    // rule's error (NoFragmentCycles), so we just stop following it.
+    const measure = (set: SelectionSetNode, depth: number, visiting: Set<string>, budget: { selections: number }): number => {
+      let deepest = depth;
+      for (const selection of set.selections) {
+        if (budget.selections > limits.maxSelections) return deepest;
+        if (selection.kind === Kind.FIELD) {
+          budget.selections++;
+          if (selection.selectionSet) deepest = Math.max(deepest, measure(selection.selectionSet, depth + 1, visiting, budget));
+        } else if (selection.kind === Kind.INLINE_FRAGMENT) {
+          deepest = Math.max(deepest, measure(selection.selectionSet, depth, visiting, budget));
+        } else {
+          const name = selection.name.value;
+          const fragment = fragments.get(name);
+          if (!fragment || visiting.has(name)) continue;
+          visiting.add(name);
+          deepest = Math.max(deepest, measure(fragment.selectionSet, depth, visiting, budget));
+          visiting.delete(name);
+        }
+      }
+      return deepest;
+    };
+    return {
+      Field(node) {
+        if (node.alias) aliases++;
+      },
+      OperationDefinition: {
+        leave(node) {
+          const budget = { selections: 0 };
+          const depth = measure(node.selectionSet, 1, new Set(), budget);
+          const name = node.name ? ` "${node.name.value}"` : "";
+          if (depth > limits.maxDepth) {
+            context.reportError(
+              new GraphQLError(`Operation${name} is nested ${depth} levels deep; the limit is ${limits.maxDepth}.`, {
+                nodes: [node],
+                extensions: { code: "QUERY_TOO_DEEP", limit: limits.maxDepth, received: depth },
+              }),
+            );
+          }
+          if (budget.selections > limits.maxSelections) {
+            context.reportError(
+              new GraphQLError(`Operation${name} selects more than ${limits.maxSelections} fields once fragments are expanded; the limit is ${limits.maxSelections}.`, {
+                nodes: [node],
+                extensions: { code: "QUERY_TOO_LARGE", limit: limits.maxSelections },
+              }),
+            );
+          }
+        },
+      },
+      Document: {
+        leave() {
+          if (aliases > limits.maxAliases) {
+            context.reportError(
+              new GraphQLError(`The document uses ${aliases} aliases; the limit is ${limits.maxAliases}.`, {
+                extensions: { code: "TOO_MANY_ALIASES", limit: limits.maxAliases, received: aliases },
+              }),
+            );
+          }
+        },
+      },
+    };
+  };
+}
+
+export function queryLimitRules(limits: QueryLimits): ValidationRule[] {
+  return [limitRule(limits), ...(limits.introspection ? [] : [NoSchemaIntrospectionCustomRule])];
+}
+
+/** Adds the rules to grafserv's validation (and so to its validation cache). */
+export function makeQueryLimitsPlugin(limits: QueryLimits): GraphileConfig.Plugin {
+  const rules = queryLimitRules(limits);
+  return {
+    name: "HubQueryLimitsPlugin",
+    version: "0.1.0",
+    grafserv: {
+      middleware: {
+        setPreset(next, event) {
+          event.validationRules = [...event.validationRules, ...rules];
+          return next();
+        },
+      },
+    },
+  };
+}

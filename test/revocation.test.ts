@@ -1,0 +1,60 @@
+import "./helpers/env.js";
+import path from "node:path";
+import t from "tap";
+import { gql } from "./helpers/http.js";
+import { ROOT, startServerProcess } from "./helpers/process.js";
+import { tmpDir } from "./helpers/tmp.js";
+import { makeOperator, makePlayer } from "./helpers/credentials.js";
+import fs from "node:fs";
+
+function superuserUrl(dataDir: string): string {
+  const { superuserPassword } = JSON.parse(fs.readFileSync(path.join(dataDir, "credentials.json"), "utf8")) as { superuserPassword: string };
+  const port = fs.readFileSync(path.join(dataDir, "pg/postmaster.pid"), "utf8").split("\n")[3];
+  return `postgres://postgres:${superuserPassword}@127.0.0.1:${port}/hub`;
+}
+
+/** Poll until the instance stops accepting the credential; resolves with how long it took, or rejects after 1 s. */
+async function rejectedWithinOneSecond(url: string, header: Record<string, string>): Promise<number> {
+  const started = Date.now();
+  for (;;) {
+    const kind = ((await (await fetch(`${url}/whoami`, { headers: header })).json()) as { kind: unknown }).kind;
+    if (kind === null) return Date.now() - started;
+    if (Date.now() - started > 1000) throw new Error("the credential still works after 1 s");
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+t.test("a credential revoked through one instance stops working within 1 s on another that has it cached", async (t) => {
+  const dataDir = tmpDir(t);
+  const config = path.join(ROOT, "test/fixtures/config-long-identity-cache.mjs");
+  const a = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_CONFIG: config });
+  t.teardown(() => a.child.kill("SIGKILL"));
+  const b = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_CONFIG: config });
+  t.teardown(() => b.child.kill("SIGKILL"));
+  const url = superuserUrl(dataDir);
+
+  const player = await makePlayer(url, "roaming");
+  const operator = await makeOperator(url);
+  for (const server of [a, b]) {
+    t.same(await (await fetch(`${server.url}/whoami`, { headers: player.header })).json(), { kind: "user" }, "cached as valid");
+    t.same(await (await fetch(`${server.url}/whoami`, { headers: operator.header })).json(), { kind: "operator" });
+  }
+
+  const out = await gql(a.url, "mutation { hubLogout { success } }", {}, player.header);
+  t.same(out.body, { data: { hubLogout: { success: true } } });
+  const ms = await rejectedWithinOneSecond(b.url, player.header);
+  t.pass(`instance B refused the logged-out session after ${ms} ms (its cache TTL is 60 s)`);
+
+  // Revoked by hand in SQL (e.g. an operator's script): the trigger notifies too.
+  const { default: pg } = await import("pg");
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  await client.query("update hub.api_key set revoked_at = now() where id = $1", [operator.id]);
+  await client.end();
+  for (const server of [a, b]) await rejectedWithinOneSecond(server.url, operator.header);
+  t.pass("a key revoked in SQL stopped working on both instances");
+  b.child.kill("SIGINT");
+  a.child.kill("SIGINT");
+  t.equal(await b.exited, 0);
+  t.equal(await a.exited, 0);
+});

@@ -1,0 +1,180 @@
+import "./helpers/env.js";
+import http from "node:http";
+import t from "tap";
+import { SignJWT, exportJWK, exportSPKI, generateKeyPair } from "jose";
+import { startAndListen, type RunningServer } from "@hubpkg/hub";
+import { gql } from "./helpers/http.js";
+import { makeOperator, makePlayer, withPool } from "./helpers/credentials.js";
+import { tmpDir } from "./helpers/tmp.js";
+
+let hub: RunningServer;
+let op: { header: { authorization: string } };
+
+t.before(async () => {
+  hub = await startAndListen({ port: 0, logLevel: (process.env.TEST_LOG_LEVEL as "silent") ?? "silent", handleSignals: false, dataDir: tmpDir(t) });
+  op = await makeOperator(hub.superuserDatabaseUrl);
+});
+t.teardown(() => hub?.stop());
+
+const asOperator = (query: string, variables?: Record<string, unknown>) => gql(hub.url, query, variables, op.header);
+
+async function countRows(table: string): Promise<number> {
+  return withPool(hub.superuserDatabaseUrl, async (pool) => (await pool.query(`select count(*)::int as n from ${table}`)).rows[0].n as number);
+}
+
+const AUTHENTICATE = `mutation($casinoId: UUID!, $token: String!) {
+  hubAuthenticate(input: { casinoId: $casinoId, userToken: $token }) { sessionToken user { id uname casinoId } experience { id name } }
+}`;
+
+t.test("casino token exchange with a registered PEM key", async (t) => {
+  const { publicKey, privateKey } = await generateKeyPair("RS256");
+  const other = await generateKeyPair("RS256");
+  const added = await asOperator(
+    `mutation($pem: String!) { hubAddCasino(input: { name: "acme", baseUrl: "https://acme.example", jwtPublicKey: $pem, jwtAudience: "hub" }) { casinoId } }`,
+    { pem: await exportSPKI(publicKey) },
+  );
+  t.same(added.body.errors, undefined);
+  const casinoId = (added.body.data as any).hubAddCasino.casinoId as string;
+  const sign = (claims: Record<string, unknown>, key = privateKey, exp: string | number = "5m") =>
+    new SignJWT(claims).setProtectedHeader({ alg: "RS256" }).setExpirationTime(exp).setAudience("hub").sign(key);
+
+  const ok = await gql(hub.url, AUTHENTICATE, { casinoId, token: await sign({ uname: "zoe", experience: "dice" }) });
+  t.same(ok.body.errors, undefined);
+  const payload = (ok.body.data as any).hubAuthenticate;
+  t.match(payload, { user: { uname: "zoe", casinoId }, experience: { name: "dice" } });
+  t.match(payload.sessionToken, /^[A-Za-z0-9_-]{43}$/);
+  const me = await gql(hub.url, "{ hubCurrentUser { uname } hubCurrentExperience { name } hubCurrentCasino { name } }", {}, { authorization: `session:${payload.sessionToken}` });
+  t.same(me.body.data, { hubCurrentUser: { uname: "zoe" }, hubCurrentExperience: { name: "dice" }, hubCurrentCasino: { name: "acme" } });
+
+  // A second login of the same player reuses the user, with a new session.
+  const again = await gql(hub.url, AUTHENTICATE, { casinoId, token: await sign({ uname: "zoe", experience: "dice" }) });
+  t.equal((again.body.data as any).hubAuthenticate.user.id, payload.user.id);
+  t.not((again.body.data as any).hubAuthenticate.sessionToken, payload.sessionToken);
+
+  const users = await countRows("hub.user");
+  const sessions = await countRows("hub.session");
+  const failures: [string, string, RegExp, string][] = [
+    ["another key", await sign({ uname: "mallory" }, other.privateKey), /not signed by the key registered/, "USER_TOKEN_BAD_SIGNATURE"],
+    ["expired", await sign({ uname: "mallory" }, privateKey, Math.floor(Date.now() / 1000) - 60), /has expired/, "USER_TOKEN_EXPIRED"],
+    ["malformed", "not.a.jwt", /not a valid signed JWT/, "USER_TOKEN_MALFORMED"],
+    ["wrong audience", await new SignJWT({ uname: "mallory" }).setProtectedHeader({ alg: "RS256" }).setExpirationTime("5m").setAudience("other").sign(privateKey), /"aud" claim/, "USER_TOKEN_CLAIM"],
+    ["no exp", await new SignJWT({ uname: "mallory" }).setProtectedHeader({ alg: "RS256" }).setAudience("hub").sign(privateKey), /"exp" claim/, "USER_TOKEN_CLAIM"],
+    ["no player named", await sign({ experience: "dice" }), /names no player/, "USER_TOKEN_CLAIM"],
+    ["HMAC with the public key as secret", await new SignJWT({ uname: "mallory" }).setProtectedHeader({ alg: "HS256" }).setExpirationTime("5m").setAudience("hub").sign(new TextEncoder().encode(await exportSPKI(publicKey))), /algorithm is not accepted/, "USER_TOKEN_MALFORMED"],
+  ];
+  for (const [name, token, message, code] of failures) {
+    const res = await gql(hub.url, AUTHENTICATE, { casinoId, token });
+    t.match(res.body.errors?.[0], { message, extensions: { code } }, name);
+  }
+  const unknown = await gql(hub.url, AUTHENTICATE, { casinoId: "00000000-0000-7000-8000-000000000000", token: await sign({ uname: "mallory" }) });
+  t.match(unknown.body.errors?.[0], { message: /No casino has the id/, extensions: { code: "UNKNOWN_CASINO" } });
+  t.equal(await countRows("hub.user"), users, "failed exchanges create no user");
+  t.equal(await countRows("hub.session"), sessions, "and no session");
+});
+
+t.test("casino token exchange with a JWKS URL", async (t) => {
+  const { publicKey, privateKey } = await generateKeyPair("ES256");
+  const jwk = { ...(await exportJWK(publicKey)), kid: "k1", alg: "ES256", use: "sig" };
+  const server = http.createServer((_req, res) => {
+    res.setHeader("content-type", "application/json");
+    res.end(JSON.stringify({ keys: [jwk] }));
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  t.teardown(() => server.close());
+  const jwksUrl = `http://127.0.0.1:${(server.address() as import("node:net").AddressInfo).port}/jwks.json`;
+  const added = await asOperator(`mutation($u: String!) { hubAddCasino(input: { name: "jwks-casino", jwksUrl: $u, jwtIssuer: "jwks-casino" }) { casinoId } }`, { u: jwksUrl });
+  const casinoId = (added.body.data as any).hubAddCasino.casinoId as string;
+  const token = await new SignJWT({ username: "yuki" }).setProtectedHeader({ alg: "ES256", kid: "k1" }).setIssuer("jwks-casino").setExpirationTime("1m").sign(privateKey);
+  const res = await gql(hub.url, AUTHENTICATE, { casinoId, token });
+  t.same(res.body.errors, undefined);
+  t.match(res.body.data, { hubAuthenticate: { user: { uname: "yuki" }, experience: { name: "default" } } });
+  const wrongIssuer = await new SignJWT({ username: "yuki" }).setProtectedHeader({ alg: "ES256", kid: "k1" }).setIssuer("someone-else").setExpirationTime("1m").sign(privateKey);
+  t.match((await gql(hub.url, AUTHENTICATE, { casinoId, token: wrongIssuer })).body.errors?.[0]?.message, /"iss" claim/);
+});
+
+t.test("operator mutations need an API key and say what is wrong", async (t) => {
+  const player = await makePlayer(hub.superuserDatabaseUrl, "pat");
+  const mutation = `mutation { hubAddCasino(input: { name: "nope" }) { casinoId } }`;
+  for (const headers of [{}, player.header]) {
+    t.match((await gql(hub.url, mutation, {}, headers)).body.errors?.[0], { message: /Unauthorized: this mutation needs an operator API key/, extensions: { code: "UNAUTHORIZED" } });
+  }
+  const dup = await asOperator(`mutation { hubAddCasino(input: { name: "playground" }) { casinoId } }`);
+  t.match(dup.body.errors?.[0]?.message, /already exists/);
+  const badKey = await asOperator(`mutation { hubAddCasino(input: { name: "x", jwtPublicKey: "hello" }) { casinoId } }`);
+  t.match(badKey.body.errors?.[0]?.message, /jwtPublicKey is not usable: expected a PEM public key/);
+});
+
+t.test("operator money movements are ledgered; the ledger sums to every balance", async (t) => {
+  const player = await makePlayer(hub.superuserDatabaseUrl, "lena");
+  const casino = (await asOperator(`mutation { hubAddCasino(input: { name: "money" }) { casinoId } }`)).body.data as any;
+  t.ok(casino);
+  const input = (amount: number) => ({ userId: player.userId, experienceId: player.experienceId, currencyKey: "HOUSE", amount, reason: "test" });
+  const credit = await asOperator("mutation($i: HubBalanceChangeInput!) { hubCreditBalance(input: $i) { amount } }", { i: input(50) });
+  t.same(credit.body, { data: { hubCreditBalance: { amount: 50 } } });
+  const debit = await asOperator("mutation($i: HubBalanceChangeInput!) { hubDebitBalance(input: $i) { amount } }", { i: input(20) });
+  t.same(debit.body, { data: { hubDebitBalance: { amount: 30 } } });
+  const overdraw = await asOperator("mutation($i: HubBalanceChangeInput!) { hubDebitBalance(input: $i) { amount } }", { i: input(31) });
+  t.match(overdraw.body.errors?.[0]?.message, /insufficient/i, "a debit beyond the balance is refused");
+  const negative = await asOperator("mutation($i: HubBalanceChangeInput!) { hubCreditBalance(input: $i) { amount } }", { i: input(-5) });
+  t.match(negative.body.errors?.[0]?.message, /amount must be a finite number greater than 0; received -5/);
+  const bankroll = await asOperator(`mutation { hubCreditBankroll(input: { casinoId: "${player.casinoId}", currencyKey: "HOUSE", amount: 1000, reason: "seed" }) { amount } }`);
+  t.same(bankroll.body.errors, undefined);
+
+  const sums = await withPool(hub.superuserDatabaseUrl, async (pool) =>
+    (await pool.query(
+      `select b.amount, (select coalesce(sum(amount_delta), 0) from hub.ledger l
+                          where l.account = 'player' and l.user_id = b.user_id and l.experience_id = b.experience_id and l.currency_key = b.currency_key) as ledger
+         from hub.balance b`,
+    )).rows,
+  );
+  t.ok(sums.length > 0);
+  for (const row of sums) t.equal(Number(row.ledger), Number(row.amount), "ledger sums to the balance");
+  const players = await gql(hub.url, "{ hubCurrentUser { uname } allHubBalances { nodes { amount } } }", {}, player.header);
+  t.same(players.body.data, { hubCurrentUser: { uname: "lena" }, allHubBalances: { nodes: [{ amount: 30 }] } }, "the player sees their balance through RLS");
+});
+
+t.test("hubLogout revokes the current session", async (t) => {
+  const player = await makePlayer(hub.superuserDatabaseUrl, "otto");
+  const out = await gql(hub.url, "mutation { hubLogout { success sessionId } }", {}, player.header);
+  t.same(out.body, { data: { hubLogout: { success: true, sessionId: player.sessionId } } });
+  const after = await gql(hub.url, "{ hubCurrentUser { uname } }", {}, player.header);
+  t.same(after.body, { data: { hubCurrentUser: null } }, "the token no longer works on this instance");
+  t.same((await gql(hub.url, "mutation { hubLogout { success } }")).body, { data: { hubLogout: { success: false } } }, "without a session: nothing to revoke");
+});
+
+t.test("playground sessions: on with the embedded database, 1000 HOUSE to start", async (t) => {
+  const res = await gql(hub.url, `mutation { hubCreatePlaygroundSession(input: { uname: "newbie" }) { sessionToken user { uname } } }`);
+  t.same(res.body.errors, undefined);
+  const token = (res.body.data as any).hubCreatePlaygroundSession.sessionToken as string;
+  const me = await gql(hub.url, "{ hubCurrentCasino { name isPlayground } allHubBalances { nodes { amount currencyKey } } }", {}, { authorization: `session:${token}` });
+  t.same(me.body.data, { hubCurrentCasino: { name: "playground", isPlayground: true }, allHubBalances: { nodes: [{ amount: 1000, currencyKey: "HOUSE" }] } });
+  const second = await gql(hub.url, `mutation { hubCreatePlaygroundSession(input: { uname: "newbie" }) { sessionToken } }`);
+  const token2 = (second.body.data as any).hubCreatePlaygroundSession.sessionToken as string;
+  const me2 = await gql(hub.url, "{ allHubBalances { nodes { amount } } }", {}, { authorization: `session:${token2}` });
+  t.same(me2.body.data, { allHubBalances: { nodes: [{ amount: 1000 }] } }, "a returning player is not credited again");
+  const bankroll = await withPool(hub.superuserDatabaseUrl, (pool) => pool.query("select b.amount from hub.bankroll b join hub.casino c on c.id = b.casino_id where c.name = 'playground' and b.currency_key = 'HOUSE'"));
+  t.equal(bankroll.rowCount, 1, "a house bankroll for HOUSE exists");
+});
+
+t.test("playground off: the field is absent", async (t) => {
+  const off = await startAndListen({ port: 0, logLevel: "silent", handleSignals: false, dataDir: tmpDir(t), playground: false });
+  t.teardown(() => off.stop());
+  const res = await gql(off.url, `mutation { hubCreatePlaygroundSession(input: { uname: "x" }) { sessionToken } }`);
+  t.match(res.body.errors?.[0]?.message, /Cannot query field "hubCreatePlaygroundSession"/);
+});
+
+t.test("no token or key is stored in the database, only digests", async (t) => {
+  const player = await makePlayer(hub.superuserDatabaseUrl, "dumped");
+  const key = await makeOperator(hub.superuserDatabaseUrl);
+  const dump = await withPool(hub.superuserDatabaseUrl, async (pool) => {
+    const tables = await pool.query<{ t: string }>(
+      "select format('%I.%I', schemaname, tablename) as t from pg_tables where schemaname not in ('pg_catalog', 'information_schema')",
+    );
+    let text = "";
+    for (const { t: table } of tables.rows) text += (await pool.query(`select coalesce(string_agg(x::text, E'\\n'), '') as s from ${table} x`)).rows[0].s;
+    return text;
+  });
+  t.ok(dump.length > 1000, "the dump has content");
+  t.notOk(dump.includes(player.token), "no session token");
+  t.notOk(dump.includes(key.key), "no API key");
+});
