@@ -1,0 +1,89 @@
+/**
+ * One timed run of autocannon against one target, with the target's own CPU
+ * time (process.cpuUsage over IPC, before and after) divided by the responses
+ * it served, and its RSS at the end.
+ */
+import autocannon from "autocannon";
+import type { Target } from "./target.js";
+import type { HttpRequest } from "./scenarios.js";
+
+export interface LoadOptions {
+  connections: number;
+  durationS: number;
+  /** Called with every response body; false counts as a mismatch ("bad body"). */
+  verify: (body: string) => boolean;
+  /** Cumulative CPU µs of the Postgres both targets use (bench/lib/pg-cpu.ts). */
+  postgresCpu?: () => number;
+}
+
+export interface RunResult {
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+  responses: number;
+  errors: number;
+  timeouts: number;
+  non2xx: number;
+  mismatches: number;
+  /** Target process CPU (user + system) per response, µs. */
+  cpuUsPerReq: number;
+  /** Postgres CPU (all its processes) per response, µs; NaN when unknown. */
+  pgCpuUsPerReq: number;
+  rssBytes: number;
+}
+
+export async function runLoad(target: Target, req: HttpRequest, opts: LoadOptions): Promise<RunResult> {
+  const before = await target.stats();
+  const pgBefore = opts.postgresCpu?.() ?? Number.NaN;
+  const result = await autocannon({
+    url: `${target.url}${req.path}`,
+    method: req.method,
+    headers: req.headers,
+    ...(req.body !== undefined ? { body: req.body } : {}),
+    connections: opts.connections,
+    duration: opts.durationS,
+    verifyBody: (body) => opts.verify(String(body)),
+  });
+  const pgAfter = opts.postgresCpu?.() ?? Number.NaN;
+  const after = await target.stats();
+  const cpuUs = after.cpuUserUs + after.cpuSystemUs - before.cpuUserUs - before.cpuSystemUs;
+  const responses = result.requests.total;
+  return {
+    rps: result.requests.average,
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+    responses,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    non2xx: result.non2xx,
+    mismatches: result.mismatches,
+    cpuUsPerReq: responses > 0 ? cpuUs / responses : Number.NaN,
+    pgCpuUsPerReq: responses > 0 ? (pgAfter - pgBefore) / responses : Number.NaN,
+    rssBytes: after.rssBytes,
+  };
+}
+
+/** A fixed number of requests (the identity evidence), returning how long they took. */
+export async function runAmount(
+  url: string,
+  req: HttpRequest,
+  amount: number,
+  connections: number,
+  verify: (body: string) => boolean,
+): Promise<{ seconds: number; responses: number; bad: number }> {
+  const started = Date.now();
+  const result = await autocannon({
+    url: `${url}${req.path}`,
+    method: req.method,
+    headers: req.headers,
+    ...(req.body !== undefined ? { body: req.body } : {}),
+    connections,
+    amount,
+    verifyBody: (body) => verify(String(body)),
+  });
+  return {
+    seconds: (Date.now() - started) / 1000,
+    responses: result.requests.total,
+    bad: result.errors + result.timeouts + result.non2xx + result.mismatches,
+  };
+}

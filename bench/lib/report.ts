@@ -1,0 +1,216 @@
+/** bench/results/latest.md: the tables of a run, with pass/miss against issue 6's targets. */
+import type { IdentityEvidence } from "./identity-evidence.js";
+import type { RunResult } from "./load.js";
+import type { Scenario } from "./scenarios.js";
+import type { StartMeasurement } from "./startup.js";
+import { MiB, median } from "./util.js";
+
+export interface ScenarioResult {
+  scenario: Scenario;
+  warmup: { hub: RunResult; baseline: RunResult };
+  rounds: { hub: RunResult; baseline: RunResult }[];
+}
+
+export interface StartupResult {
+  first: StartMeasurement;
+  warm: StartMeasurement[];
+  /** Spawn → hub and plugins imported, in a bare node process (median). */
+  importMs: number;
+}
+
+export interface RunSettings {
+  connections: number;
+  durationS: number;
+  warmupS: number;
+  rounds: number;
+  baselineGraphqlFirst: boolean;
+  argv: string[];
+}
+
+export interface Machine {
+  date: string;
+  cpu: string;
+  cores: number;
+  memoryGiB: number;
+  os: string;
+  node: string;
+  postgres: string;
+  postgresSettings: string;
+  versions: string;
+  loadBefore: number[];
+  loadAfter?: number[];
+}
+
+export const TARGETS = { warmStartMs: 1500, firstStartMs: 5000, idleRssBytes: 120 * MiB };
+
+const fmt = (x: number, digits = 0) => (Number.isFinite(x) ? x.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits }) : "n/a");
+
+function failures(runs: RunResult[]): { total: number; text: string } {
+  const sum = (k: keyof RunResult) => runs.reduce((acc, r) => acc + (r[k] as number), 0);
+  const parts: string[] = [];
+  const errors = sum("errors");
+  const timeouts = sum("timeouts");
+  const non2xx = sum("non2xx");
+  const bad = sum("mismatches");
+  if (errors) parts.push(`${errors} errors`);
+  if (timeouts) parts.push(`${timeouts} timeouts`);
+  if (non2xx) parts.push(`${non2xx} non-2xx`);
+  if (bad) parts.push(`${bad} bad bodies`);
+  return { total: errors + timeouts + non2xx + bad, text: parts.length ? parts.join(", ") : "0" };
+}
+
+export interface Summary {
+  scenario: Scenario;
+  hubRps: number;
+  baseRps: number;
+  ratio: number;
+  verdict: "pass" | "miss" | "INVALID";
+}
+
+export function summariseScenario(r: ScenarioResult): Summary & { row: string } {
+  const hub = r.rounds.map((x) => x.hub);
+  const base = r.rounds.map((x) => x.baseline);
+  const hubRps = median(hub.map((x) => x.rps));
+  const baseRps = median(base.map((x) => x.rps));
+  const ratio = hubRps / baseRps;
+  const hubFail = failures(hub);
+  const baseFail = failures(base);
+  const verdict = hubFail.total || baseFail.total ? "INVALID" : ratio >= r.scenario.targetRatio ? "pass" : "miss";
+  const row = [
+    r.scenario.title,
+    fmt(hubRps),
+    fmt(baseRps),
+    `**${fmt(ratio, 2)}×**`,
+    `≥ ${fmt(r.scenario.targetRatio, 1)}×`,
+    verdict,
+    `${fmt(median(hub.map((x) => x.p99Ms)), 1)} / ${fmt(median(base.map((x) => x.p99Ms)), 1)}`,
+    `${fmt(median(hub.map((x) => x.cpuUsPerReq)))} / ${fmt(median(base.map((x) => x.cpuUsPerReq)))}`,
+    `${fmt(median(hub.map((x) => x.pgCpuUsPerReq)))} / ${fmt(median(base.map((x) => x.pgCpuUsPerReq)))}`,
+    `${fmt(Math.max(...hub.map((x) => x.rssBytes)) / MiB)} / ${fmt(Math.max(...base.map((x) => x.rssBytes)) / MiB)}`,
+    `${hubFail.text} / ${baseFail.text}`,
+  ];
+  return { scenario: r.scenario, hubRps, baseRps, ratio, verdict, row: `| ${row.join(" | ")} |` };
+}
+
+export function renderReport(input: {
+  machine: Machine;
+  settings: RunSettings;
+  scenarios: ScenarioResult[];
+  startup: StartupResult | undefined;
+  identity: IdentityEvidence[];
+  notes: string[];
+  profileFile: string | undefined;
+}): string {
+  const { machine, settings } = input;
+  const out: string[] = [];
+  out.push("# Benchmark: hub vs. the Express architecture");
+  out.push("");
+  out.push(
+    "**hub**: this package (Fastify 5 → grafserv's Fastify adapter; the Express 5 app of `configureApp` mounted for non-GraphQL routes) with the demo configuration. " +
+      `**baseline**: the original system's architecture, in \`bench/baseline/\` (one Express 5 app: identity middleware → \`configureApp\`'s middleware and routes → ${settings.baselineGraphqlFirst ? "(here: GraphQL mounted *before* them) " : ""}PostGraphile through \`grafserv/express/v4\`), serving the same preset with the same pools, plugins, identity resolver and \`configureApp\`. ` +
+      "Both run in their own process on one embedded Postgres, with NODE_ENV=production, GRAPHILE_ENV=production, LOG_LEVEL=warn.",
+  );
+  out.push("");
+  out.push(`Machine: ${machine.cpu}, ${machine.cores} cores, ${fmt(machine.memoryGiB, 1)} GiB; ${machine.os}; Node ${machine.node}; ${machine.postgres} (${machine.postgresSettings}).`);
+  out.push(`Date: ${machine.date}. Load average before the run: ${machine.loadBefore.map((x) => x.toFixed(2)).join(" ")}${machine.loadAfter ? `; after: ${machine.loadAfter.map((x) => x.toFixed(2)).join(" ")}` : ""}.`);
+  out.push(`Versions: ${machine.versions}.`);
+  out.push(
+    `Settings: autocannon ${settings.connections} connections, ${settings.durationS} s per timed run, ${settings.rounds} rounds interleaved hub, baseline, hub, baseline…, after a discarded ${settings.warmupS} s warm-up per cell. Command: \`npm run bench${settings.argv.length ? ` -- ${settings.argv.join(" ")}` : ""}\`.`,
+  );
+  out.push("");
+
+  if (input.scenarios.length) {
+    out.push("## Throughput (median of the rounds)");
+    out.push("");
+    out.push("| scenario | hub req/s | baseline req/s | ratio hub/baseline | target | result | p99 ms hub / baseline | server CPU µs/req hub / baseline | Postgres CPU µs/req hub / baseline | RSS MiB hub / baseline | errors hub / baseline |");
+    out.push("|---|--:|--:|--:|--:|---|--:|--:|--:|--:|---|");
+    for (const r of input.scenarios) out.push(summariseScenario(r).row);
+    out.push("");
+    out.push("Every round, req/s (warm-up in brackets, discarded):");
+    out.push("");
+    out.push(`| scenario | target | ${Array.from({ length: settings.rounds }, (_, i) => `round ${i + 1}`).join(" | ")} | warm-up |`);
+    out.push(`|---|---|${"--:|".repeat(settings.rounds)}--:|`);
+    for (const r of input.scenarios) {
+      for (const t of ["hub", "baseline"] as const) {
+        out.push(`| ${r.scenario.id} | ${t} | ${r.rounds.map((x) => fmt(x[t].rps)).join(" | ")} | (${fmt(r.warmup[t].rps)}) |`);
+      }
+    }
+    out.push("");
+    const warmupFailures = input.scenarios.flatMap((r) =>
+      (["hub", "baseline"] as const).map((t) => ({ t, id: r.scenario.id, f: failures([r.warmup[t]]) })).filter((x) => x.f.total),
+    );
+    for (const w of warmupFailures) out.push(`- warm-up of ${w.id} on ${w.t} had failures: ${w.f.text}`);
+    if (warmupFailures.length) out.push("");
+  }
+
+  if (input.startup) {
+    const { first, warm } = input.startup;
+    const warmMs = median(warm.map((x) => x.ms));
+    const idle = median(warm.map((x) => x.idleRssBytes));
+    const verdict = (ok: boolean) => (ok ? "pass" : "miss");
+    out.push("## Start-up and memory (`node dist/server.js`, demo configuration)");
+    out.push("");
+    out.push("| measure | value | target | result |");
+    out.push("|---|--:|--:|---|");
+    out.push(
+      `| warm start (existing data dir) to the first answered /graphql, median of ${warm.length} | ${fmt(warmMs / 1000, 2)} s (${warm.map((x) => fmt(x.ms / 1000, 2)).join(", ")}) | ≤ ${fmt(TARGETS.warmStartMs / 1000, 1)} s | ${verdict(warmMs <= TARGETS.warmStartMs)} |`,
+    );
+    out.push(`| first start (initdb with fsync, migrations) to the first answered /graphql | ${fmt(first.ms / 1000, 2)} s | ≤ ${fmt(TARGETS.firstStartMs / 1000, 0)} s | ${verdict(first.ms <= TARGETS.firstStartMs)} |`);
+    out.push(
+      `| idle RSS of the hub process after a warm start, median | ${fmt(idle / MiB)} MiB (${warm.map((x) => fmt(x.idleRssBytes / MiB)).join(", ")}; after the first start ${fmt(first.idleRssBytes / MiB)}) | ≤ ${fmt(TARGETS.idleRssBytes / MiB)} MiB | ${verdict(idle <= TARGETS.idleRssBytes)} |`,
+    );
+    out.push("");
+    const phase = (m: StartMeasurement) =>
+      `Postgres up at ${m.postgresReadyMs !== undefined ? fmt(m.postgresReadyMs / 1000, 2) : "?"} s, listening at ${m.listeningMs !== undefined ? fmt(m.listeningMs / 1000, 2) : "?"} s, answered at ${fmt(m.ms / 1000, 2)} s`;
+    out.push(
+      `Where the time goes (from spawn, from the server's own log lines): first start: ${phase(first)}; warm starts: ${warm.map(phase).join("; ")}. ` +
+        `Node itself plus importing the hub and the reference plugins takes ${fmt(input.startup.importMs / 1000, 2)} s (median, a bare \`node\` importing dist/src/index.js and dist/plugins/index.js). ` +
+        "Between Postgres up and listening: migrations check, PostGraphile introspection and schema build, Fastify start. " +
+        "RSS is the Node process alone (VmRSS), read 2 s after its first answer; Postgres runs in its own processes. The server logs at the default level (info) here, the targets above at warn.",
+    );
+    out.push("");
+  }
+
+  if (input.identity.length) {
+    out.push("## A cached identity costs no database round-trip");
+    out.push("");
+    out.push("| target | control: requests, each with a different unknown token | lookups seen | transactions | requests with one valid session (GET /whoami, then POST /graphql {__typename}) | in | lookups seen | transactions | lookups per request |");
+    out.push("|---|--:|--:|--:|--:|--:|--:|--:|--:|");
+    for (const e of input.identity) {
+      out.push(
+        `| ${e.target} | ${e.control.requests} | ${e.control.lookups} | ${e.control.transactions} | ${fmt(e.cached.requests)}${e.cached.bad ? ` (${e.cached.bad} wrong answers!)` : ""} | ${fmt(e.cached.seconds, 1)} s | ${e.cached.lookups} | ${e.cached.transactions} | ${fmt(e.cached.lookups / e.cached.requests, 4)} |`,
+      );
+    }
+    out.push("");
+    out.push(
+      "Lookups are counted by Postgres itself: the growth of `seq_scan + idx_scan` of `hub.session` (pg_stat_all_tables), which only session lookups read, each reading taken after 11 s without traffic (backends publish their counters when idle, with a delay of up to 10 s). " +
+        "The control shows the counter sees every lookup (one per unknown token). With one valid token, the identity is cached for 1 s, so the only lookups left are about one refresh per second of traffic, whatever the request rate; every answer was checked to carry the identity. " +
+        "Transactions (xact_commit + xact_rollback of the database, minus our own reading) count everything done in the database in the same window, autovacuum included (it may run after the mutation scenario): an upper bound on what the requests cost.",
+    );
+    out.push("");
+  }
+
+  if (input.notes.length) {
+    out.push("## Notes");
+    out.push("");
+    for (const n of input.notes) out.push(`- ${n}`);
+    out.push("");
+  }
+  if (input.profileFile) {
+    out.push(`CPU profiles of one extra (untimed) run per scenario and target are summarised in [${input.profileFile}](${input.profileFile.replace(/^bench\/results\//, "")}).`);
+    out.push("");
+  }
+  out.push("## Method");
+  out.push("");
+  out.push(
+    [
+      "- One embedded Postgres (a fresh data dir in the system temp directory) serves both targets; the hub's process starts it and runs the migrations, the baseline attaches to it. Data: an operator API key, a player with exactly 10 `app.coinflip` rows, a second player for the mutations (so the first keeps 10 rows).",
+      "- Scenarios: `{__typename}` anonymous; `allCoinflips(first: 10, orderBy: ID_ASC)` with 7 columns, as the operator (API key: an anonymous request sees no rows under row-level security) and as the player (session token, RLS scoping to the player); `makeCoinflip(input: {currency: \"HOUSE\", wager: 1})` as the second player (a superuser transaction inserting the row, then the row read back under RLS); `GET /health`, a plain Express route from `configureApp` behind `express.json()` and a logging middleware.",
+      "- Before a scenario is timed, one request to each target is checked in full (JSON parsed: data present, no errors, the 10 seeded rows of the right owner, a new bet of the right player…). During every run each response body is checked too (a GraphQL error is an HTTP 200): failures appear in the errors column and make the result INVALID, never dropped.",
+      "- Server CPU µs/req: process.cpuUsage() of the target (all its threads, read over IPC before and after the run) divided by the responses of the run. Postgres CPU µs/req: the growth of utime + stime of the embedded Postgres's processes (/proc; the postmaster's cutime/cstime keeps exited backends) during the run, divided likewise; only one target is under load at a time, so it is that target's database cost. On 2 cores the server, Postgres and autocannon share the CPU, so the Postgres share of a request caps what the HTTP architecture can change. RSS: the largest at the end of a round.",
+      "- Ratio = median req/s of the hub / median req/s of the baseline, same run. autocannon runs in the bench's own process on the same machine, so absolute figures depend on what else runs there; compare ratios.",
+    ].join("\n"),
+  );
+  out.push("");
+  return out.join("\n");
+}

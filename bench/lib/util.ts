@@ -1,0 +1,53 @@
+import net from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** The package root (bench/lib/ → ../..). */
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+
+/** Settings every server process of the bench runs with (issue 6: production planner, quiet logs). */
+export const SERVER_ENV = { NODE_ENV: "production", GRAPHILE_ENV: "production", LOG_LEVEL: "warn" } as const;
+
+/**
+ * The environment of a server process: ours without anything that would point
+ * it at another database or configuration, plus SERVER_ENV and `extra`.
+ */
+export function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const name of ["DATABASE_URL", "SUPERUSER_DATABASE_URL", "HUB_CONFIG", "HUB_EXAMPLES", "HUB_DATA_DIR", "HUB_PLAYGROUND", "PORT", "HOST", "NODE_OPTIONS"]) {
+    delete env[name];
+  }
+  return { ...env, ...SERVER_ENV, ...extra };
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export function median(values: number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/** A port that was free a moment ago (for `node dist/server.js`, whose URL we must know without its logs). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export const MiB = 1024 * 1024;
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
