@@ -10,7 +10,7 @@ import "./prelude.js";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { readConfig } from "./config.js";
-import { prewarmDatabase } from "./db/database.js";
+import { discardPrewarmed, prewarmDatabase } from "./db/database.js";
 import { createLogger } from "./logger.js";
 import { HubError, configInvalid } from "./errors.js";
 import type { ServerOptions } from "./options.js";
@@ -60,6 +60,9 @@ export async function optionsFromEnvironment(env: NodeJS.ProcessEnv = process.en
 try {
   await startAndListen(await optionsFromEnvironment());
 } catch (error) {
+  // A Postgres started early and never adopted (the options failed first) must
+  // not outlive us: an initdb still writing into the data dir, or a postmaster.
+  await discardPrewarmed().catch(() => undefined);
   if (error instanceof HubError) {
     process.stderr.write(`hub: ${error.message} [${error.code}]\n`);
   } else {
