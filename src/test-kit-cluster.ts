@@ -46,7 +46,7 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { coreMigrations } from "./db/core-migrations.js";
 import { endPool } from "./db/database.js";
-import { startEmbeddedPostgres } from "./db/embedded.js";
+import { isAlive, startEmbeddedPostgres } from "./db/embedded.js";
 import { migrate } from "./db/migrate.js";
 import { redactUrl } from "./config.js";
 import type { Logger } from "./logger.js";
@@ -77,15 +77,6 @@ export interface ClusterOptions {
 const TEMPLATE_LOCK_KEY = 7_321_004_118;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 export function defaultClusterDir(): string {
   if (process.env.HUB_TEST_KIT_DIR) return path.resolve(process.env.HUB_TEST_KIT_DIR);

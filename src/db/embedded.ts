@@ -247,7 +247,8 @@ async function readPostmasterPid(clusterDir: string): Promise<{ pid: number; por
   return { pid, port, status: (lines[7] ?? "").trim() };
 }
 
-function isAlive(pid: number): boolean {
+/** Whether a process exists (EPERM: it does, under another user). */
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
