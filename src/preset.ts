@@ -83,6 +83,19 @@ export function makeMaskError(log: Logger) {
     const errorId = randomBytes(6).toString("hex");
     const reqId = (error as { [REQUEST_ID]?: string })[REQUEST_ID];
     log.error({ errorId, reqId, err: original ?? error, path: error.path }, "masked GraphQL error");
+    // Failures a client should treat differently from a bug: say what they are
+    // (and nothing more), so clients can retry an outage or shrink a query.
+    const known = classifyDatabaseError(original);
+    if (known) {
+      return new GraphQLError(known.message, {
+        nodes: error.nodes,
+        source: error.source,
+        positions: error.positions,
+        path: error.path,
+        originalError: original,
+        extensions: { errorId, code: known.code },
+      });
+    }
     return new GraphQLError(`Internal error (reference ${errorId}); the server log has the details.`, {
       nodes: error.nodes,
       source: error.source,
@@ -92,6 +105,25 @@ export function makeMaskError(log: Logger) {
       extensions: { errorId, code: "INTERNAL_SERVER_ERROR" },
     });
   };
+}
+
+/** Connection-level failures (Postgres stopped, restarting, unreachable) and statement timeouts. */
+export function classifyDatabaseError(error: unknown): { code: string; message: string } | undefined {
+  const e = error as { code?: unknown; message?: unknown } | null | undefined;
+  if (!e || typeof e !== "object") return undefined;
+  const code = typeof e.code === "string" ? e.code : "";
+  const message = typeof e.message === "string" ? e.message : "";
+  if (code === "57014" && /statement timeout/.test(message)) {
+    return { code: "STATEMENT_TIMEOUT", message: "The query took longer than the server's statement timeout and was cancelled." };
+  }
+  if (
+    ["57P01", "57P02", "57P03", "53300", "ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT"].includes(code) ||
+    code.startsWith("08") ||
+    /Connection terminated|not queryable|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(message)
+  ) {
+    return { code: "DATABASE_UNAVAILABLE", message: "The database is unavailable; retry shortly." };
+  }
+  return undefined;
 }
 
 export function makePreset(input: PresetInput): GraphileConfig.Preset {
