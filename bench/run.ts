@@ -174,7 +174,7 @@ async function describeMachine(db: pg.Pool): Promise<Machine> {
     node: process.version,
     postgres: r.version.split(" on ")[0]!,
     postgresSettings: `fsync ${r.fsync}, synchronous_commit ${r.sync}, shared_buffers ${r.sb}`,
-    versions: ["fastify", "@fastify/express", "express", "grafserv", "postgraphile", "grafast", "pg", "autocannon"].map((p) => `${p} ${version(p)}`).join(", "),
+    versions: ["fastify", "express", "grafserv", "postgraphile", "grafast", "pg", "autocannon"].map((p) => `${p} ${version(p)}`).join(", "),
     loadBefore: os.loadavg(),
   };
 }

@@ -8,6 +8,7 @@
  * 0 done, 1 failed at run time, 2 the command line was wrong.
  */
 import "./prelude.js";
+import fsp from "node:fs/promises";
 import os from "node:os";
 import { parseArgs } from "node:util";
 import pg from "pg";
@@ -15,6 +16,8 @@ import { readConfig, redactUrl, type LogLevel } from "./config.js";
 import { createApiKey, createSession, digest, ensurePlayer, DEFAULT_EXPERIENCE, PLAYGROUND_CASINO } from "./credentials.js";
 import { endPool, openDatabase, type OpenedDatabase } from "./db/database.js";
 import { migrate } from "./db/migrate.js";
+import { withPgPoolTransaction } from "./db/pools.js";
+import { validatePublicKey } from "./casino-token.js";
 import type { DbApiKey, DbBalance, DbCasino, DbExperience, DbUser } from "./db/types.js";
 import { describeValue, HubError } from "./errors.js";
 import { createLogger, type Logger } from "./logger.js";
@@ -35,8 +38,11 @@ Commands:
                               Send it as "Authorization: session:<token>".
   session revoke --id UUID | --token TOKEN
                               Revoke a session, known by its id or its token.
-  casino add --name NAME [--base-url URL]
-                              Register a casino.
+  casino add --name NAME [--base-url URL] [--jwt-public-key-file PATH | --jwks-url URL]
+             [--jwt-issuer TEXT] [--jwt-audience TEXT]
+                              Register a casino, with the public key (PEM or
+                              JWK file) or JWKS URL that verifies its user
+                              tokens for hubAuthenticate.
   balance credit --uname NAME --currency KEY --amount N
                  [--casino NAME] [--experience NAME] [--reason TEXT]
                               Add N to the player's balance (created when
@@ -66,7 +72,15 @@ type Command =
   | { name: "api-key revoke"; id: string }
   | { name: "session create"; uname: string; casino: string | undefined; experience: string | undefined }
   | { name: "session revoke"; id: string | undefined; token: string | undefined }
-  | { name: "casino add"; casinoName: string; baseUrl: string | undefined }
+  | {
+      name: "casino add";
+      casinoName: string;
+      baseUrl: string | undefined;
+      publicKeyFile: string | undefined;
+      jwksUrl: string | undefined;
+      issuer: string | undefined;
+      audience: string | undefined;
+    }
   | {
       name: "balance credit";
       uname: string;
@@ -86,7 +100,7 @@ const COMMAND_OPTIONS: Record<CommandName, readonly string[]> = {
   "api-key revoke": ["id"],
   "session create": ["uname", "casino", "experience"],
   "session revoke": ["id", "token"],
-  "casino add": ["name", "base-url"],
+  "casino add": ["name", "base-url", "jwt-public-key-file", "jwks-url", "jwt-issuer", "jwt-audience"],
   "balance credit": ["uname", "currency", "amount", "casino", "experience", "reason"],
 };
 const COMMANDS = Object.keys(COMMAND_OPTIONS) as CommandName[];
@@ -99,6 +113,10 @@ const PLACEHOLDER: Record<string, string> = {
   id: "UUID",
   token: "TOKEN",
   "base-url": "URL",
+  "jwt-public-key-file": "PATH",
+  "jwks-url": "URL",
+  "jwt-issuer": "TEXT",
+  "jwt-audience": "TEXT",
   currency: "KEY",
   amount: "N",
   reason: "TEXT",
@@ -320,12 +338,22 @@ function parseCommand(rawArgv: string[]): Command {
       }
       return { name: command, id, token };
     }
-    case "casino add":
+    case "casino add": {
+      const publicKeyFile = single("jwt-public-key-file", strings("jwt-public-key-file"));
+      const jwksUrl = urlOption("jwks-url", strings("jwks-url"));
+      if (publicKeyFile !== undefined && jwksUrl !== undefined) {
+        throw usage(`"casino add" takes --jwt-public-key-file or --jwks-url, not both.`);
+      }
       return {
         name: command,
         casinoName: required("name", nameOption("name", strings("name")), "the casino's unique name"),
         baseUrl: urlOption("base-url", strings("base-url")),
+        publicKeyFile,
+        jwksUrl,
+        issuer: single("jwt-issuer", strings("jwt-issuer")),
+        audience: single("jwt-audience", strings("jwt-audience")),
       };
+    }
     case "balance credit":
       return {
         name: command,
@@ -432,11 +460,35 @@ async function sessionRevoke(pool: pg.Pool, by: { id: string | undefined; token:
   result(found.rows[0].id);
 }
 
-async function casinoAdd(pool: pg.Pool, name: string, baseUrl: string | undefined): Promise<void> {
+async function casinoAdd(pool: pg.Pool, command: Extract<Command, { name: "casino add" }>): Promise<void> {
+  const { casinoName: name, baseUrl } = command;
+  let publicKey: string | undefined;
+  if (command.publicKeyFile !== undefined) {
+    try {
+      publicKey = await fsp.readFile(command.publicKeyFile, "utf8");
+    } catch (error) {
+      throw new CliFailure(`cannot read --jwt-public-key-file ${JSON.stringify(command.publicKeyFile)}: ${(error as Error).message}`);
+    }
+    try {
+      await validatePublicKey(publicKey);
+    } catch (error) {
+      throw new CliFailure(`--jwt-public-key-file ${JSON.stringify(command.publicKeyFile)} is not usable: ${(error as Error).message}.`);
+    }
+  }
   try {
-    const { rows } = await pool.query<DbCasino>("insert into hub.casino (name, base_url) values ($1, $2) returning *", [name, baseUrl ?? null]);
-    const casino = rows[0]!;
-    say(`added casino ${JSON.stringify(casino.name)} (${casino.id})${casino.base_url ? ` with base URL ${casino.base_url}` : ""}.`);
+    const casino = await withPgPoolTransaction(pool, async (client) => {
+      const { rows } = await client.query<DbCasino>("insert into hub.casino (name, base_url) values ($1, $2) returning *", [name, baseUrl ?? null]);
+      const row = rows[0]!;
+      if (publicKey !== undefined || command.jwksUrl !== undefined) {
+        await client.query(
+          "insert into hub_secret.casino_auth (casino_id, public_key, jwks_url, issuer, audience) values ($1, $2, $3, $4, $5)",
+          [row.id, publicKey ?? null, command.jwksUrl ?? null, command.issuer ?? null, command.audience ?? null],
+        );
+      }
+      return row;
+    });
+    const auth = publicKey !== undefined ? ", verifying user tokens with the given public key" : command.jwksUrl ? `, verifying user tokens with ${command.jwksUrl}` : "";
+    say(`added casino ${JSON.stringify(casino.name)} (${casino.id})${casino.base_url ? ` with base URL ${casino.base_url}` : ""}${auth}.`);
     result(casino.id);
   } catch (error) {
     const { code, constraint } = error as { code?: string; constraint?: string };
@@ -524,7 +576,7 @@ async function run(command: Runnable, pool: pg.Pool): Promise<void> {
     case "session revoke":
       return sessionRevoke(pool, command);
     case "casino add":
-      return casinoAdd(pool, command.casinoName, command.baseUrl);
+      return casinoAdd(pool, command);
     case "balance credit":
       return balanceCredit(pool, command);
   }

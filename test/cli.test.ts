@@ -59,7 +59,7 @@ t.test("--help prints the usage on stdout and exits 0, without a database", asyn
     t.match(run.stdout, /api-key list \[--json\]/);
     t.match(run.stdout, /api-key revoke --id UUID/);
     t.match(run.stdout, /session revoke --id UUID \| --token TOKEN/);
-    t.match(run.stdout, /casino add --name NAME \[--base-url URL\]/);
+    t.match(run.stdout, /casino add --name NAME \[--base-url URL\] \[--jwt-public-key-file PATH \| --jwks-url URL\]/);
     t.match(run.stdout, /balance credit --uname NAME --currency KEY --amount N/);
     t.equal(run.stderr, "");
   }
@@ -106,7 +106,7 @@ t.test("usage errors exit 2 with one line saying what was received and expected"
     { args: ["casino", "add"], stderr: [/"casino add" needs --name NAME/] },
     { args: ["casino", "add", "--name", "x", "--base-url", "ftp://x"], stderr: [/--base-url "ftp:\/\/x" is invalid: expected an http:\/\/ or https:\/\/ URL/] },
     { args: ["casino", "add", "--name", "x", "--base-url", "not a url"], stderr: [/--base-url "not a url" is invalid/] },
-    { args: ["casino", "add", "--nme", "x"], stderr: [/unknown option "--nme": expected --name, --base-url or --help/] },
+    { args: ["casino", "add", "--nme", "x"], stderr: [/unknown option "--nme": expected --name, --base-url, --jwt-public-key-file, --jwks-url, --jwt-issuer, --jwt-audience or --help/] },
     // balance credit
     { args: ["balance", "credit"], stderr: [/"balance credit" needs --uname NAME/] },
     { args: ["balance", "credit", "--uname", "alice", "--amount", "1"], stderr: [/"balance credit" needs --currency KEY/] },
@@ -395,6 +395,30 @@ t.test("against the embedded database", async (t) => {
     t.equal(sameUrl.code, 1);
     t.match(sameUrl.stderr, /^hub: the base URL https:\/\/royal\.example is already the casino "royal"'s/);
     t.equal((await admin.query("select count(*)::int as n from hub.casino where name = 'copycat'")).rows[0].n, 0);
+  });
+
+  t.test("casino add registers the casino's token key (PEM file or JWKS URL), checked first", async (t) => {
+    const { generateKeyPair, exportSPKI } = await import("jose");
+    const { publicKey } = await generateKeyPair("ES256");
+    const keyFile = path.join(dataDir, "acme.pem");
+    fs.writeFileSync(keyFile, await exportSPKI(publicKey));
+    const run = await hub(["casino", "add", "--name", "keyed", "--jwt-public-key-file", keyFile, "--jwt-audience", "hub"], { HUB_DATA_DIR: dataDir });
+    t.equal(run.code, 0, run.stderr);
+    const auth = await admin.query("select public_key, jwks_url, audience from hub_secret.casino_auth where casino_id = $1", [run.last]);
+    t.match(auth.rows, [{ public_key: /BEGIN PUBLIC KEY/, jwks_url: null, audience: "hub" }]);
+    const jwks = await hub(["casino", "add", "--name", "jwksed", "--jwks-url", "https://jwksed.example/jwks.json"], { HUB_DATA_DIR: dataDir });
+    t.equal(jwks.code, 0, jwks.stderr);
+    t.match((await admin.query("select jwks_url from hub_secret.casino_auth where casino_id = $1", [jwks.last])).rows, [{ jwks_url: "https://jwksed.example/jwks.json" }]);
+
+    const badFile = path.join(dataDir, "bad.pem");
+    fs.writeFileSync(badFile, "not a key");
+    const bad = await hub(["casino", "add", "--name", "badkey", "--jwt-public-key-file", badFile], { HUB_DATA_DIR: dataDir });
+    t.equal(bad.code, 1);
+    t.match(bad.stderr, /--jwt-public-key-file ".*bad\.pem" is not usable: expected a PEM public key/);
+    t.equal((await admin.query("select count(*)::int as n from hub.casino where name = 'badkey'")).rows[0].n, 0, "nothing is created");
+    const both = await hub(["casino", "add", "--name", "x", "--jwt-public-key-file", keyFile, "--jwks-url", "https://x.example/j"], { HUB_DATA_DIR: dataDir });
+    t.equal(both.code, 2);
+    t.match(both.stderr, /takes --jwt-public-key-file or --jwks-url, not both/);
   });
 
   t.test("balance credit adds to the balance, creating it, and records each change in the ledger", async (t) => {

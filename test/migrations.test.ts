@@ -84,6 +84,11 @@ t.test("ambiguous or unreadable migration folders stop start-up with the file na
     code: "HUB_MIGRATION_NAME",
     message: /"001-a\.sql" and "1-b\.sql".*share the numeric prefix 1/,
   });
+  const syntax = writeFiles(path.join(dataDir, "syntax"), { "001-typo.sql": "create table public.ok (id int);\ncreate tabel public.typo (id int);" });
+  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: syntax }), {
+    code: "HUB_MIGRATION_FAILED",
+    message: /"001-typo\.sql".*line 2.*syntax error at or near "tabel".*Nothing of it was applied/s,
+  });
   const unnumbered = writeFiles(path.join(dataDir, "unnumbered"), { "create.sql": "select 1;" });
   await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: unnumbered }), {
     code: "HUB_MIGRATION_NAME",
