@@ -95,8 +95,8 @@ async function hydrateSymlinks(nativeDir: string): Promise<void> {
   }
 }
 
-/** Postgres refuses to run as root: run it as an unprivileged account instead. */
-function runAs(): { uid: number; gid: number } | undefined {
+/** Postgres refuses to run as root: the unprivileged account to run it as (undefined when not root). */
+export function runAs(): { uid: number; gid: number } | undefined {
   if (typeof process.getuid !== "function" || process.getuid() !== 0) return undefined;
   for (const name of ["postgres", "nobody"]) {
     try {

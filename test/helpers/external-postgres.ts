@@ -9,11 +9,11 @@
  * Only processes this helper started are ever signalled: the postmaster whose
  * pid is in <dataDir>/pg/postmaster.pid of the test's own tmp dir.
  */
-import { execFileSync, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { startEmbeddedPostgres } from "../../dist/src/db/embedded.js";
+import { runAs, startEmbeddedPostgres } from "../../dist/src/db/embedded.js";
 import { createLogger } from "../../dist/src/logger.js";
 
 export interface ExternalPostgres {
@@ -72,21 +72,6 @@ export async function stopPostmasterOf(clusterDir: string): Promise<void> {
     }
     await sleep(20);
   }
-}
-
-/** As src/db/embedded.ts: Postgres refuses to run as root, so it runs as postgres (or nobody). */
-function runAs(): { uid: number; gid: number } | undefined {
-  if (typeof process.getuid !== "function" || process.getuid() !== 0) return undefined;
-  for (const name of ["postgres", "nobody"]) {
-    try {
-      const uid = Number(execFileSync("id", ["-u", name], { encoding: "utf8" }).trim());
-      const gid = Number(execFileSync("id", ["-g", name], { encoding: "utf8" }).trim());
-      if (Number.isInteger(uid) && uid > 0) return { uid, gid };
-    } catch {
-      // next
-    }
-  }
-  throw new Error("running as root and no postgres/nobody account to run Postgres as");
 }
 
 export async function startExternalPostgres(
