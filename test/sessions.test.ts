@@ -8,10 +8,12 @@ import { makeOperator, makePlayer, withPool } from "./helpers/credentials.js";
 import { tmpDir } from "./helpers/tmp.js";
 
 let hub: RunningServer;
+let dataDir: string;
 let op: { header: { authorization: string } };
 
 t.before(async () => {
-  hub = await startAndListen({ port: 0, logLevel: (process.env.TEST_LOG_LEVEL as "silent") ?? "silent", handleSignals: false, dataDir: tmpDir(t) });
+  dataDir = tmpDir(t);
+  hub = await startAndListen({ port: 0, logLevel: (process.env.TEST_LOG_LEVEL as "silent") ?? "silent", handleSignals: false, dataDir });
   op = await makeOperator(hub.superuserDatabaseUrl);
 });
 t.teardown(() => hub?.stop());
@@ -178,3 +180,17 @@ t.test("no token or key is stored in the database, only digests", async (t) => {
   t.notOk(dump.includes(player.token), "no session token");
   t.notOk(dump.includes(key.key), "no API key");
 });
+
+t.test("API key use is stamped in last_used_at without a write per request", async (t) => {
+  // A second hub on the same data dir (it attaches to the running Postgres; stopping it leaves Postgres up).
+  const second = await startAndListen({ port: 0, logLevel: "silent", handleSignals: false, dataDir });
+  const key = await makeOperator(hub.superuserDatabaseUrl);
+  const lastUsed = () => withPool(hub.superuserDatabaseUrl, async (pool) => (await pool.query("select last_used_at from hub.api_key where key_digest = sha256($1::bytea)", [Buffer.from(key.key)])).rows[0].last_used_at as Date | null);
+  const before = Date.now();
+  for (let i = 0; i < 20; i++) t.equal((await gql(second.url, "{ allHubApiKeys { totalCount } }", {}, key.header)).status, 200);
+  t.equal(await lastUsed(), null, "20 requests wrote nothing yet (stamped in batches every 10 s)");
+  await second.stop(); // flushes what it recorded
+  const stamped = await lastUsed();
+  t.ok(stamped && stamped.getTime() >= before - 1000, "stamped once, at the flush");
+});
+
