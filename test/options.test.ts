@@ -89,3 +89,16 @@ t.test("stop() closes HTTP and the database", async (t) => {
   t.notOk(alive, "the embedded Postgres has stopped");
   await hub.stop(); // idempotent
 });
+
+t.test("Ruru (GraphiQL) is served only when enabled: development yes, production no", async (t) => {
+  const dataDir = tmpDir(t);
+  const dev = await startAndListen({ ...base, dataDir, graphiql: true });
+  const page = await fetch(`${dev.url}/graphiql`, { headers: { accept: "text/html" } });
+  t.equal(page.status, 200);
+  t.match(page.headers.get("content-type"), /text\/html/);
+  t.match(await page.text(), /ruru/i);
+  await dev.stop();
+  const prod = await startAndListen({ ...base, dataDir, graphiql: false });
+  t.teardown(() => prod.stop());
+  t.equal((await fetch(`${prod.url}/graphiql`, { headers: { accept: "text/html" } })).status, 404);
+});
