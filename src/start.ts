@@ -151,10 +151,13 @@ export async function startAndListen(
     let stopping: Promise<void> | undefined;
     const stop = () => {
       stopping ??= (async () => {
-        removeSignalHandlers();
         log.info("stopping: closing HTTP, then the database pools");
         await unwind(cleanup, log);
         log.info("stopped");
+        // Only now: a second Ctrl-C while stopping must reach onSignal (which
+        // exits through process.exit, whose hook stops the embedded Postgres),
+        // not Node's default action, which kills the process on the spot.
+        removeSignalHandlers();
       })();
       return stopping;
     };

@@ -117,3 +117,39 @@ t.test("the server never logs credentials", async (t) => {
   const mode = fs.statSync(path.join(dataDir, "credentials.json")).mode & 0o777;
   t.equal(mode, 0o600, "credentials file readable by its owner only");
 });
+
+async function gone(pid: number, withinMs: number): Promise<boolean> {
+  const deadline = Date.now() + withinMs;
+  while (Date.now() < deadline) {
+    if (!alive(pid)) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return !alive(pid);
+}
+
+t.test("a second Ctrl-C while stopping, or a killed server, never leaves the embedded Postgres behind for good", async (t) => {
+  const dataDir = tmpDir(t);
+  const first = await startServerProcess({ HUB_DATA_DIR: dataDir });
+  t.teardown(() => first.child.kill("SIGKILL"));
+  const pid = postmasterPid(dataDir)!;
+  // Impatient operator: two Ctrl-C in a row.
+  first.child.kill("SIGINT");
+  first.child.kill("SIGINT");
+  await first.exited;
+  t.ok(await gone(pid, 5000), "Postgres stopped although the second signal cut the graceful stop short");
+
+  // A server killed outright cannot stop anything; the next one adopts the orphan and stops it when it stops.
+  const second = await startServerProcess({ HUB_DATA_DIR: dataDir });
+  const orphan = postmasterPid(dataDir)!;
+  second.child.kill("SIGKILL");
+  await second.exited;
+  t.ok(alive(orphan), "SIGKILL leaves Postgres running (nothing can prevent that)");
+  const third = await startServerProcess({ HUB_DATA_DIR: dataDir });
+  t.teardown(() => third.child.kill("SIGKILL"));
+  t.match(third.output(), /adopted an embedded Postgres left running by a process that died/);
+  t.equal(postmasterPid(dataDir), orphan, "it reuses the orphan rather than starting another");
+  t.same((await gql(third.url, "{ hubCurrentUser { id } }")).body, { data: { hubCurrentUser: null } });
+  third.child.kill("SIGINT");
+  t.equal(await third.exited, 0);
+  t.ok(await gone(orphan, 5000), "and stops it when it stops");
+});

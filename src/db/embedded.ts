@@ -247,6 +247,22 @@ async function readPostmasterPid(clusterDir: string): Promise<{ pid: number; por
   return { pid, port, status: (lines[7] ?? "").trim() };
 }
 
+/**
+ * A postmaster whose parent is gone has been reparented to init (pid 1, or a
+ * subreaper such as a container's init). Linux only; elsewhere we never adopt.
+ */
+function isOrphaned(pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+    if (ppid === 1) return true;
+    const parent = fs.readFileSync(`/proc/${ppid}/cmdline`, "utf8");
+    return !/node/.test(parent);
+  } catch {
+    return false;
+  }
+}
+
 /** Whether a process exists (EPERM: it does, under another user). */
 export function isAlive(pid: number): boolean {
   try {
@@ -418,7 +434,14 @@ export async function startEmbeddedPostgres(options: {
   if (running && isAlive(running.pid)) {
     port = await waitReady(clusterDir, undefined, running.pid, logFile);
     pid = running.pid;
-    log.info({ dataDir, port, pid }, "using the embedded Postgres another process started on this data dir");
+    if (isOrphaned(pid)) {
+      // The process that started it died without stopping it (SIGKILL, a crash):
+      // nobody else will stop it, so this process takes it over.
+      owned = true;
+      log.warn({ dataDir, port, pid }, "adopted an embedded Postgres left running by a process that died; it stops with this one");
+    } else {
+      log.info({ dataDir, port, pid }, "using the embedded Postgres another process started on this data dir");
+    }
   } else {
     try {
       const started = await startPostmaster(clusterDir, bins, owner, logFile);
