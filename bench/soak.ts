@@ -20,7 +20,6 @@
  */
 import { spawn, execFileSync } from "node:child_process";
 import fs from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -28,6 +27,7 @@ import { parseArgs } from "node:util";
 import autocannon from "autocannon";
 import pg from "pg";
 import { createSession, ensurePlayer } from "../dist/src/credentials.js";
+import { freePort } from "./lib/util.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const MiB = 1024 * 1024;
@@ -75,16 +75,6 @@ const windowS = positiveInt("window", opts.window);
 
 // ------------------------------------------------------------------ the server
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 function rssBytes(pid: number): number {
   try {

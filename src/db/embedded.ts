@@ -233,10 +233,10 @@ async function initCluster(
 }
 
 /** postmaster.pid: line 1 the pid, line 4 the port, line 8 the status ("ready" once it accepts connections). */
-async function readPostmasterPid(clusterDir: string): Promise<{ pid: number; port: number; status: string } | undefined> {
+export function readPostmasterPid(clusterDir: string): { pid: number; port: number; status: string } | undefined {
   let text: string;
   try {
-    text = await fsp.readFile(path.join(clusterDir, "postmaster.pid"), "utf8");
+    text = fs.readFileSync(path.join(clusterDir, "postmaster.pid"), "utf8");
   } catch {
     return undefined;
   }
@@ -302,7 +302,7 @@ async function waitReady(clusterDir: string, child: ChildProcess | undefined, pi
   let exited = false;
   child?.once("exit", () => (exited = true));
   while (Date.now() < deadline) {
-    const info = await readPostmasterPid(clusterDir);
+    const info = readPostmasterPid(clusterDir);
     if (info && info.pid === pid && info.status === "ready") return info.port;
     if (exited || !isAlive(pid)) {
       throw new HubError("HUB_EMBEDDED_PG", `The embedded Postgres exited during start-up. Its log (${logFile}) ends with:\n${await tailLog(logFile)}`);
@@ -310,6 +310,39 @@ async function waitReady(clusterDir: string, child: ChildProcess | undefined, pi
     await sleep(15);
   }
   throw new HubError("HUB_EMBEDDED_PG", `The embedded Postgres did not become ready within 30 s. Its log (${logFile}) ends with:\n${await tailLog(logFile)}`);
+}
+
+function spawnPostmaster(
+  clusterDir: string,
+  port: number,
+  bins: Binaries,
+  owner: { uid: number; gid: number } | undefined,
+  logFile: string,
+): ChildProcess {
+  const logFd = fs.openSync(logFile, "a", 0o644);
+  if (owner) fs.fchownSync(logFd, owner.uid, owner.gid);
+  // Detached into its own process group: a Ctrl-C in the terminal reaches only
+  // the hub, which drains requests and then stops Postgres itself.
+  const child = spawn(
+    bins.postgres,
+    ["-D", clusterDir, "-p", String(port), "-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="],
+    { detached: true, stdio: ["ignore", logFd, logFd], ...(owner ?? {}), env: { ...process.env, LC_ALL: "C" } },
+  );
+  fs.closeSync(logFd);
+  child.unref();
+  return child;
+}
+
+/**
+ * Start the postmaster of an existing cluster on a given port, resolved with
+ * its pid once it accepts connections. For restarting Postgres under a running
+ * hub (the fault tests); startEmbeddedPostgres picks a free port itself.
+ */
+export async function restartPostmaster(dataDir: string, port: number): Promise<number> {
+  const clusterDir = path.join(dataDir, "pg");
+  const child = spawnPostmaster(clusterDir, port, await loadBinaries(), runAs(), path.join(dataDir, "postgres.log"));
+  await waitReady(clusterDir, child, child.pid ?? -1, path.join(dataDir, "postgres.log"));
+  return child.pid ?? -1;
 }
 
 async function startPostmaster(
@@ -320,18 +353,7 @@ async function startPostmaster(
 ): Promise<{ child: ChildProcess; port: number }> {
   let lastError: unknown;
   for (let attempt = 0; attempt < 5; attempt++) {
-    const port = await freePort();
-    const logFd = fs.openSync(logFile, "a", 0o644);
-    if (owner) fs.fchownSync(logFd, owner.uid, owner.gid);
-    // Detached into its own process group: a Ctrl-C in the terminal reaches only
-    // the hub, which drains requests and then stops Postgres itself.
-    const child = spawn(
-      bins.postgres,
-      ["-D", clusterDir, "-p", String(port), "-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="],
-      { detached: true, stdio: ["ignore", logFd, logFd], ...(owner ?? {}), env: { ...process.env, LC_ALL: "C" } },
-    );
-    fs.closeSync(logFd);
-    child.unref();
+    const child = spawnPostmaster(clusterDir, await freePort(), bins, owner, logFile);
     try {
       const ready = await waitReady(clusterDir, child, child.pid ?? -1, logFile);
       return { child, port: ready };
@@ -373,7 +395,8 @@ async function ensureDatabaseAndRoles(port: number, creds: Credentials): Promise
   }
 }
 
-async function stopPostmaster(pid: number, log: Logger): Promise<void> {
+/** SIGINT ("fast" shutdown) and wait until it is gone; SIGQUIT after 15 s. */
+export async function stopPostmaster(pid: number, log: Logger): Promise<void> {
   if (!isAlive(pid)) return;
   try {
     process.kill(pid, "SIGINT"); // "fast" shutdown: aborts open sessions, writes a checkpoint
@@ -430,7 +453,7 @@ export async function startEmbeddedPostgres(options: {
   let owned = false;
   let pid: number;
   let port: number;
-  const running = await readPostmasterPid(clusterDir);
+  const running = readPostmasterPid(clusterDir);
   if (running && isAlive(running.pid)) {
     port = await waitReady(clusterDir, undefined, running.pid, logFile);
     pid = running.pid;
@@ -450,7 +473,7 @@ export async function startEmbeddedPostgres(options: {
       owned = true;
     } catch (error) {
       // Lost a race with another process starting the same cluster: attach to it.
-      const other = await readPostmasterPid(clusterDir);
+      const other = readPostmasterPid(clusterDir);
       if (!other || !isAlive(other.pid)) throw error;
       port = await waitReady(clusterDir, undefined, other.pid, logFile);
       pid = other.pid;

