@@ -1,5 +1,6 @@
 import Fastify, { type FastifyInstance } from "fastify";
 import { randomUUID } from "node:crypto";
+import type { ServerOptions } from "node:http";
 import type { Logger } from "../src/logger.js";
 import { countResponse } from "../src/stats.js";
 
@@ -9,6 +10,8 @@ export interface FastifyOptions {
   bodyLimit: number;
   /** Longest time to receive a whole request (408 beyond); 0 = none. */
   requestTimeoutMs: number;
+  /** Node's request/response classes, when not its own (adapters/express.ts). */
+  messageClasses?: Pick<ServerOptions, "IncomingMessage" | "ServerResponse"> | undefined;
 }
 
 /**
@@ -41,7 +44,7 @@ export function createFastify(options: FastifyOptions): FastifyInstance {
     requestTimeout: options.requestTimeoutMs,
     // Node's default (16 KiB) would refuse a 64 KiB Authorization header outright;
     // we accept it and treat it as the bad credential it is (unauthenticated).
-    http: { maxHeaderSize: 96 * 1024, ...requestTimeoutChecks(options.requestTimeoutMs) },
+    http: { maxHeaderSize: 96 * 1024, ...requestTimeoutChecks(options.requestTimeoutMs), ...options.messageClasses },
     requestIdHeader: "x-request-id",
     genReqId: () => randomUUID(),
     return503OnClosing: true,

@@ -14,7 +14,7 @@ import { defaultPlugins } from "./default-plugins.js";
 import { createFastify } from "../adapters/fastify.js";
 import { mountGraphQL } from "../adapters/grafserv.js";
 import { addAuthHook } from "../adapters/auth.js";
-import { mountExpressApp } from "../adapters/express.js";
+import { createExpressApp, mountExpressApp } from "../adapters/express.js";
 import { createIdentityResolver } from "./identity-resolver.js";
 import { DEFAULT_QUERY_LIMITS } from "./query-limits.js";
 import { listenForCredentialChanges } from "./db/credential-events.js";
@@ -128,7 +128,13 @@ export async function startAndListen(
       log.info({ file }, "wrote the GraphQL schema SDL");
     }
 
-    const app = createFastify({ logger: log, bodyLimit: MAX_BODY, requestTimeoutMs: options.requestTimeoutMs ?? 30_000 });
+    const expressApp = options.configureApp ? await createExpressApp(options.configureApp, pools.superuser) : undefined;
+    const app = createFastify({
+      logger: log,
+      bodyLimit: MAX_BODY,
+      requestTimeoutMs: options.requestTimeoutMs ?? 30_000,
+      messageClasses: expressApp?.messageClasses,
+    });
     const resolver = createIdentityResolver(pools.superuser, { cacheTtlMs: options.identityCacheTtlMs ?? 1000 });
     const credentialEvents = listenForCredentialChanges(urls.superuserDatabaseUrl, () => resolver.clear(), log);
     cleanup.push(() => credentialEvents.close());
@@ -140,7 +146,7 @@ export async function startAndListen(
     // Registered last so it runs first: stop accepting and finish in-flight requests before anything they use closes.
     cleanup.push(() => closeWithin(app, options.shutdownTimeoutMs ?? 10_000, log));
     await mountGraphQL(app, pgl);
-    if (options.configureApp) await mountExpressApp(app, options.configureApp, pools.superuser);
+    if (expressApp) await mountExpressApp(app, expressApp.app);
     await app.listen({ port: config.port, host: config.host });
     const address = app.server.address();
     const port = typeof address === "object" && address ? address.port : config.port;

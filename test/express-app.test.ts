@@ -4,6 +4,7 @@ import cors from "cors";
 import client from "prom-client";
 import { startAndListen, type RunningServer } from "@hubpkg/hub";
 import express, { Router, json, urlencoded, raw, text, type HubRequest, type Request, type Response, type NextFunction } from "@hubpkg/hub/express";
+import http from "node:http";
 import { gql } from "./helpers/http.js";
 import { makeOperator, makePlayer } from "./helpers/credentials.js";
 import { tmpDir } from "./helpers/tmp.js";
@@ -62,6 +63,40 @@ function configureApp({ app, superuserPool }: { app: express.Express; superuserP
     const { rows } = await superuserPool.query<{ n: number }>("select count(*)::int as n from hub.casino");
     res.json({ casinos: rows[0]!.n });
   });
+  // Extensions of Express's prototypes, per app and global, and a mounted sub-app with its own.
+  type Helpers = { appHelper(): string; globalHelper(): string; subHelper?: () => string };
+  (app.request as unknown as Helpers).appHelper = function (this: Request) {
+    return `app:${this.path}`;
+  };
+  (express.request as unknown as Helpers).globalHelper = () => "global";
+  (app.response as unknown as { sendOk(): Response }).sendOk = function (this: Response) {
+    return this.json({ ok: true });
+  };
+  app.get("/protos", (req, res) => {
+    const helpers = req as unknown as Helpers;
+    res.json({
+      reqProto: Object.getPrototypeOf(req) === app.request,
+      resProto: Object.getPrototypeOf(res) === app.response,
+      parentProtos: Object.getPrototypeOf(app.request) === express.request && Object.getPrototypeOf(app.response) === express.response,
+      nodeClasses: req instanceof http.IncomingMessage && res instanceof http.ServerResponse,
+      appHelper: helpers.appHelper(),
+      globalHelper: helpers.globalHelper(),
+      reqApp: req.app === app,
+      resReq: res.req === req,
+    });
+  });
+  app.get("/send-ok", (_req, res) => (res as unknown as { sendOk(): Response }).sendOk());
+  const sub = express();
+  (sub.request as unknown as Helpers).subHelper = () => "sub";
+  sub.get("/inside", (req, res) => {
+    const helpers = req as unknown as Helpers;
+    res.json({ subHelper: helpers.subHelper?.() ?? null, appHelper: helpers.appHelper(), reqApp: req.app === sub, baseUrl: req.baseUrl });
+  });
+  app.use("/sub", sub);
+  app.get("/sub/after", (req, res) => {
+    res.json({ subHelper: typeof (req as unknown as Helpers).subHelper, reqApp: req.app === app });
+  });
+
   // A user route on /graphql must never shadow the hub's GraphQL endpoint.
   app.post("/graphql", (_req, res) => res.status(418).send("shadowed"));
   app.get("/graphql", (_req, res) => res.status(418).send("shadowed"));
@@ -131,6 +166,43 @@ t.test("routes on /graphql in configureApp never shadow the hub; user middleware
   t.equal(getRes.status, 200);
   t.same(await getRes.json(), { data: { __typename: "Query" } });
   t.equal(seen.graphqlRequestsSeenByMiddleware, before, "the Express sub-app is not run for /graphql");
+});
+
+t.test("req and res are Express's own: its prototypes and their extensions, sub-apps included", async (t) => {
+  t.same(await (await get("/protos")).json(), {
+    reqProto: true,
+    resProto: true,
+    parentProtos: true,
+    nodeClasses: true,
+    appHelper: "app:/protos",
+    globalHelper: "global",
+    reqApp: true,
+    resReq: true,
+  });
+  t.same(await (await get("/send-ok")).json(), { ok: true }, "a method added to app.response");
+  t.same(await (await get("/sub/inside")).json(), { subHelper: "sub", appHelper: "app:/inside", reqApp: true, baseUrl: "/sub" }, "a sub-app's request inherits from the app's");
+  t.same(await (await get("/sub/after")).json(), { subHelper: "undefined", reqApp: true }, "leaving a sub-app restores the app's prototypes");
+  // The same objects serve /graphql: Fastify and grafserv use only their Node side.
+  t.same((await gql(hub.url, "{ __typename }")).body, { data: { __typename: "Query" } });
+});
+
+t.test("Node's server builds requests and responses with the app's prototypes already (no per-request setPrototypeOf)", async (t) => {
+  const { createExpressApp } = await import("../dist/adapters/express.js");
+  let configured: express.Express | undefined;
+  const { app, messageClasses } = await createExpressApp((a: express.Express) => {
+    configured = a;
+  }, {} as import("pg").Pool);
+  t.equal(configured, app);
+  const Req = messageClasses.IncomingMessage!;
+  const Res = messageClasses.ServerResponse!;
+  const socket = new (await import("node:net")).Socket();
+  const req = new Req(socket);
+  const res = new Res(req);
+  t.equal(Object.getPrototypeOf(req), app.request);
+  t.equal(Object.getPrototypeOf(res), app.response);
+  t.equal((app.request as { app?: unknown }).app, app, "app.request keeps its own `app`");
+  t.equal(req.constructor, http.IncomingMessage, "no constructor of its own, as Express's objects");
+  socket.destroy();
 });
 
 t.test("res.json returns res (Express semantics), no deprecation warnings", async (t) => {
