@@ -12,6 +12,10 @@ import { HubInflectionPlugin } from "./inflection.js";
 import type { Logger } from "./logger.js";
 import type { PluginContext } from "./context.js";
 import { makeQueryLimitsPlugin, type QueryLimits } from "./query-limits.js";
+import { makePipelinedPgService } from "./db/pipelined-adaptor.js";
+
+/** A pool in node-postgres's pipeline mode gets the pipelined adaptor (src/db/pools.ts). */
+const isPipelined = (pool: pg.Pool) => (pool.options as { pipeline?: boolean }).pipeline === true;
 
 export interface PresetInput {
   plugins: GraphileConfig.Plugin[];
@@ -134,7 +138,7 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
     disablePlugins: ["NodePlugin"],
     plugins: [HubInflectionPlugin, ErrorRequestIdPlugin, makeQueryLimitsPlugin(input.limits), ...input.plugins],
     pgServices: [
-      makePgService({
+      (isPipelined(input.graphqlPool) ? makePipelinedPgService : makePgService)({
         pool: input.graphqlPool,
         schemas: ["hub", ...input.extraPgSchemas],
       }),

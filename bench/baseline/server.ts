@@ -56,7 +56,8 @@ setLogger(log);
 
 // Attaches to the Postgres the hub target started (owned: false, so close() leaves it running).
 const db = await openDatabase(config, log);
-const pools = await openPools({ databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl }, log);
+// The stock @dataplan/pg adaptor, as the original: no pipelined transaction prologue (src/db/pipelined-adaptor.ts).
+const pools = await openPools({ databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl }, log, { graphqlPipeline: false });
 setSuperuserPool(pools.superuser);
 
 // The preset exactly as src/start.ts builds it for the demo configuration with default options.

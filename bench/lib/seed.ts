@@ -28,6 +28,9 @@ export interface Fixtures {
   currency: string;
 }
 
+/** Rows of app.coinflip from other players, as a live database has. */
+export const HISTORY_ROWS = 50_000;
+
 export const CURRENCY = "HOUSE"; // created with the playground casino by a core migration
 
 export async function newPlayerSession(pool: pg.Pool, uname: string): Promise<Player> {
@@ -48,6 +51,21 @@ export async function seed(pool: pg.Pool): Promise<Fixtures> {
     [CURRENCY, reader.userId, reader.casinoId, reader.experienceId],
   );
   const readerRowIds = rows.map((r) => r.id).sort();
+  // Other players' history, after the reader's rows (later v7 ids, so the
+  // oldest ten are still the reader's): a table of realistic size, whose plans
+  // do not change under the load. With only the reader's ten rows analysed,
+  // Postgres planned makeCoinflip's read-back by id as a sequential scan and
+  // kept that plan while the scenario grew the table by thousands of rows, until
+  // an autoanalyze happened to run: the scenario's database cost then depended
+  // on when that was, and whichever target ran before it paid (seen as 1.5x
+  // the Postgres CPU per request of the other target in the same run).
+  const filler = await newPlayerSession(pool, "bench-history");
+  await pool.query(
+    `insert into app.coinflip (wager, net, currency_key, user_id, casino_id, experience_id)
+     select 1 + g % 100, case when g % 2 = 0 then (1 + g % 100) * 0.99 else -(1 + g % 100) end, $1, $2, $3, $4
+       from generate_series(1, $5::int) g`,
+    [CURRENCY, filler.userId, filler.casinoId, filler.experienceId, HISTORY_ROWS],
+  );
   // Fresh statistics for the planner, as a long-running database would have.
   await pool.query("analyze app.coinflip");
   return { operatorKey, reader, writer, readerRowIds, currency: CURRENCY };

@@ -10,8 +10,8 @@ export interface HubPools {
   superuser: pg.Pool;
 }
 
-function makePool(connectionString: string, name: string, max: number, log: Logger): pg.Pool {
-  const pool = new pg.Pool({ connectionString, max, application_name: `hub:${name}`, connectionTimeoutMillis: 10_000 });
+function makePool(connectionString: string, name: string, max: number, log: Logger, pipeline = false): pg.Pool {
+  const pool = new pg.Pool({ connectionString, max, application_name: `hub:${name}`, connectionTimeoutMillis: 10_000, pipeline });
   // A client losing its connection (Postgres stopped or restarted, its backend
   // terminated, a network blip) emits "error". pg-pool listens only while the
   // client is idle and re-emits it on the pool; a client that is checked out
@@ -30,9 +30,19 @@ function makePool(connectionString: string, name: string, max: number, log: Logg
   return pool;
 }
 
-export async function openPools(urls: { databaseUrl: string; superuserDatabaseUrl: string }, log: Logger): Promise<HubPools> {
+/**
+ * The GraphQL pool's connections are in node-postgres's pipeline mode, for the
+ * pipelined transaction prologue (src/db/pipelined-adaptor.ts; the preset uses
+ * it for a pool in that mode). `graphqlPipeline: false` gives the stock
+ * behaviour (the bench's baseline).
+ */
+export async function openPools(
+  urls: { databaseUrl: string; superuserDatabaseUrl: string },
+  log: Logger,
+  options: { graphqlPipeline?: boolean } = {},
+): Promise<HubPools> {
   const superuser = makePool(urls.superuserDatabaseUrl, "superuser", 10, log);
-  const graphql = makePool(urls.databaseUrl, "graphql", 20, log);
+  const graphql = makePool(urls.databaseUrl, "graphql", 20, log, options.graphqlPipeline ?? true);
   for (const [pool, variable, url] of [
     [superuser, "SUPERUSER_DATABASE_URL", urls.superuserDatabaseUrl],
     [graphql, "DATABASE_URL", urls.databaseUrl],
