@@ -3,6 +3,7 @@ import { randomUUID } from "node:crypto";
 import type { ServerOptions } from "node:http";
 import type { Logger } from "../src/logger.js";
 import { countResponse } from "../src/stats.js";
+import { lazyChildLoggerFactory } from "./request-logger.js";
 
 export interface FastifyOptions {
   logger: Logger;
@@ -47,6 +48,7 @@ export function createFastify(options: FastifyOptions): FastifyInstance {
     http: { maxHeaderSize: 96 * 1024, ...requestTimeoutChecks(options.requestTimeoutMs), ...options.messageClasses },
     requestIdHeader: "x-request-id",
     genReqId: () => randomUUID(),
+    childLoggerFactory: lazyChildLoggerFactory,
     return503OnClosing: true,
     forceCloseConnections: "idle",
     routerOptions: { ignoreTrailingSlash: true },

@@ -23,6 +23,15 @@ t.test("HUB_CONFIG: the stock binary runs an operator's ServerOptions module; ma
   t.match(line, /"msg":"masked GraphQL error"/);
   t.match(line, /hunter2/, "with the real error for the operator");
   t.notMatch(server.output(), /^Masked GraphQL error/m, "nothing through console.error");
+
+  // Per-request log lines (LOG_LEVEL=info here) carry the request id, for Express routes too.
+  await fetch(`${server.url}/configured`, { headers: { "x-request-id": "req-express-route", authorization: "session:do-not-log-me" } });
+  await new Promise((r) => setTimeout(r, 200));
+  const requestLines = server.output().split("\n").filter((l) => l.includes('"reqId":"req-express-route"'));
+  t.ok(requestLines.some((l) => l.includes('"msg":"request completed"')), "the Express route's completion line has its request id");
+  const graphqlLines = server.output().split("\n").filter((l) => l.includes('"reqId":"req-for-this-test"'));
+  t.ok(graphqlLines.some((l) => l.includes('"msg":"incoming request"')), "so do Fastify's own lines for /graphql");
+  t.notMatch(server.output(), /do-not-log-me/, "no credential in the log");
   server.child.kill("SIGINT");
   t.equal(await server.exited, 0);
 });
