@@ -156,9 +156,15 @@ export function renderReport(input: {
       `| warm start (existing data dir) to the first answered /graphql, median of ${warm.length} | ${fmt(warmMs / 1000, 2)} s (${warm.map((x) => fmt(x.ms / 1000, 2)).join(", ")}) | ≤ ${fmt(TARGETS.warmStartMs / 1000, 1)} s | ${verdict(warmMs <= TARGETS.warmStartMs)} |`,
     );
     out.push(`| first start (initdb with fsync, migrations) to the first answered /graphql | ${fmt(first.ms / 1000, 2)} s | ≤ ${fmt(TARGETS.firstStartMs / 1000, 0)} s | ${verdict(first.ms <= TARGETS.firstStartMs)} |`);
+    const settled = warm.find((x) => x.settled)?.settled;
     out.push(
-      `| idle RSS of the hub process after a warm start, median | ${fmt(idle / MiB)} MiB (${warm.map((x) => fmt(x.idleRssBytes / MiB)).join(", ")}; after the first start ${fmt(first.idleRssBytes / MiB)}) | ≤ ${fmt(TARGETS.idleRssBytes / MiB)} MiB | ${verdict(idle <= TARGETS.idleRssBytes)} |`,
+      `| RSS of the hub process 2 s after its first answer (warm start), median | ${fmt(idle / MiB)} MiB (${warm.map((x) => fmt(x.idleRssBytes / MiB)).join(", ")}; after the first start ${fmt(first.idleRssBytes / MiB)}) | | start-up peak |`,
     );
+    if (settled) {
+      out.push(
+        `| idle RSS of the hub process, ${fmt(settled.afterMs / 1000)} s without traffic after a warm start | ${fmt(settled.rssBytes / MiB)} MiB | ≤ ${fmt(TARGETS.idleRssBytes / MiB)} MiB | ${verdict(settled.rssBytes <= TARGETS.idleRssBytes)} |`,
+      );
+    }
     out.push("");
     const phase = (m: StartMeasurement) =>
       `Postgres up at ${m.postgresReadyMs !== undefined ? fmt(m.postgresReadyMs / 1000, 2) : "?"} s, listening at ${m.listeningMs !== undefined ? fmt(m.listeningMs / 1000, 2) : "?"} s, answered at ${fmt(m.ms / 1000, 2)} s`;
@@ -166,7 +172,9 @@ export function renderReport(input: {
       `Where the time goes (from spawn, from the server's own log lines): first start: ${phase(first)}; warm starts: ${warm.map(phase).join("; ")}. ` +
         `Node itself plus importing the hub and the reference plugins takes ${fmt(input.startup.importMs / 1000, 2)} s (median, a bare \`node\` importing dist/src/index.js and dist/plugins/index.js). ` +
         "Between Postgres up and listening: migrations check, PostGraphile introspection and schema build, Fastify start. " +
-        "RSS is the Node process alone (VmRSS), read 2 s after its first answer; Postgres runs in its own processes. The server logs at the default level (info) here, the targets above at warn.",
+        "RSS is the Node process alone (VmRSS); Postgres runs in its own processes. 2 s after the first answer the process still holds the young-generation space V8 grew during the start-up (32 MiB, \`process.memoryUsage()\` and \`v8.getHeapSpaceStatistics()\` of a started server); V8's memory reducer returns it some tens of seconds into idleness, so the idle figure is read after " +
+        `${settled ? fmt(settled.afterMs / 1000) : "?"} s without traffic${settled ? ` (every second from 3 s: ${settled.everySecondMiB.join(" ")} MiB)` : ""}. ` +
+        "The server logs at the default level (info) here, the targets above at warn.",
     );
     out.push("");
   }

@@ -1,0 +1,67 @@
+/**
+ * A/B of the requests that need no data (`{__typename}`, `GET /health`)
+ * between the hub, the baseline and `bench/bare/server.ts` (Fastify +
+ * grafserv and nothing else), on one embedded Postgres, interleaved, with the
+ * median req/s and server CPU µs per request of each. For finding where a
+ * request's time goes, not for the committed results (`npm run bench`).
+ *
+ *   npm run build && node --import tsx bench/ab.ts [--targets hub,bare,baseline] [--scenarios typename,health] [--rounds 6] [--duration 3]
+ */
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { parseArgs } from "node:util";
+import { Target } from "./lib/target.js";
+import { runLoad } from "./lib/load.js";
+import type { HttpRequest } from "./lib/scenarios.js";
+import { SERVER_ENV, median } from "./lib/util.js";
+
+const { values: opts } = parseArgs({
+  options: {
+    targets: { type: "string", default: "hub,bare,baseline" },
+    scenarios: { type: "string", default: "typename" },
+    rounds: { type: "string", default: "6" },
+    duration: { type: "string", default: "3" },
+    connections: { type: "string", default: "10" },
+  },
+});
+const scripts: Record<string, string> = { hub: "bench/hub/server.ts", bare: "bench/bare/server.ts", baseline: "bench/baseline/server.ts" };
+const requests: Record<string, HttpRequest> = {
+  typename: { method: "POST", path: "/graphql", headers: { "content-type": "application/json" }, body: '{"query":"{__typename}"}' },
+  health: { method: "GET", path: "/health", headers: {} },
+};
+const names = opts.targets.split(",");
+const scenarioIds = opts.scenarios.split(",");
+for (const name of names) if (!scripts[name]) throw new Error(`--targets: unknown target ${JSON.stringify(name)}; known: ${Object.keys(scripts).join(", ")}`);
+for (const id of scenarioIds) if (!requests[id]) throw new Error(`--scenarios: unknown scenario ${JSON.stringify(id)}; known: ${Object.keys(requests).join(", ")}`);
+if (names[0] !== "hub") throw new Error("--targets: the first must be hub (it starts the embedded Postgres the others attach to)");
+
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "hub-ab-"));
+const targets: Array<{ name: string; target: Target }> = [];
+try {
+  for (const name of names) {
+    const target = await Target.start(name === "baseline" ? "baseline" : "hub", scripts[name]!, { ...SERVER_ENV, BENCH_DATA_DIR: dataDir });
+    targets.push({ name, target });
+  }
+  const ok = (id: string) => (id === "typename" ? (b: string) => b === '{"data":{"__typename":"Query"}}' : (b: string) => b.includes('"ok"'));
+  for (const id of scenarioIds) {
+    const runs = targets.map(() => ({ rps: [] as number[], cpu: [] as number[] }));
+    for (let round = -1; round < Number(opts.rounds); round++) {
+      for (const [i, { name, target }] of targets.entries()) {
+        const r = await runLoad(target, requests[id]!, { connections: Number(opts.connections), durationS: round < 0 ? 2 : Number(opts.duration), verify: ok(id) });
+        const failures = r.errors + r.timeouts + r.non2xx + r.mismatches;
+        if (failures) throw new Error(`${id} on ${name}: ${failures} failed responses`);
+        if (round >= 0) {
+          runs[i]!.rps.push(r.rps);
+          runs[i]!.cpu.push(r.cpuUsPerReq);
+        }
+      }
+    }
+    for (const [i, { name }] of targets.entries()) {
+      const { rps, cpu } = runs[i]!;
+      process.stdout.write(`${id} ${name.padEnd(9)} ${Math.round(median(rps)).toString().padStart(6)} req/s  ${Math.round(median(cpu)).toString().padStart(4)} µs/req  (rounds: ${cpu.map(Math.round).join(" ")} µs)\n`);
+    }
+  }
+} finally {
+  for (const { target } of targets.reverse()) await target.stop();
+}
