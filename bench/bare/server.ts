@@ -14,18 +14,14 @@ import { grafserv } from "grafserv/fastify/v5";
 import Fastify from "fastify";
 // The hub's own building blocks, as src/start.ts assembles them (keep in step with it).
 import { readConfig } from "../../dist/src/config.js";
-import { makePreset } from "../../dist/src/preset.js";
-import { DEFAULT_QUERY_LIMITS } from "../../dist/src/query-limits.js";
-import { HubPlaygroundPlugin } from "../../dist/src/graphql/sessions.js";
 import { endPool, openDatabase } from "../../dist/src/db/database.js";
 import { openPools, setSuperuserPool } from "../../dist/src/db/pools.js";
 import { createLogger, setLogger } from "../../dist/src/logger.js";
-import { demoExtraPgSchemas, demoPlugins } from "../lib/demo.js";
+import { MAX_BODY, demoPreset } from "../lib/demo-preset.js";
 import { serveBench } from "../lib/child.js";
 
 const dataDir = process.env.BENCH_DATA_DIR;
 if (!dataDir) throw new Error("BENCH_DATA_DIR is not set");
-const MAX_BODY = 1024 * 1024; // as the hub
 
 // The same environment as the hub target, read the same way (NODE_ENV, HUB_PLAYGROUND, HUB_INTROSPECTION…).
 const config = { ...readConfig(), dataDir };
@@ -37,20 +33,7 @@ const db = await openDatabase(config, log);
 const pools = await openPools({ databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl }, log);
 setSuperuserPool(pools.superuser);
 
-// The preset exactly as src/start.ts builds it for the demo configuration with default options.
-const pgl = postgraphile(
-  makePreset({
-    plugins: [...demoPlugins, ...(config.playground ? [HubPlaygroundPlugin] : [])],
-    extraPgSchemas: demoExtraPgSchemas,
-    graphqlPool: pools.graphql,
-    superuserPool: pools.superuser,
-    graphiql: false,
-    log,
-    maxRequestLength: MAX_BODY,
-    limits: { ...DEFAULT_QUERY_LIMITS, introspection: config.introspection },
-    statementTimeoutMs: 10_000,
-  }),
-);
+const pgl = postgraphile(demoPreset(config, pools, log));
 await pgl.getSchemaResult();
 const serv = pgl.createServ(grafserv);
 const f = Fastify({ logger: false, bodyLimit: MAX_BODY });

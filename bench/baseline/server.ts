@@ -31,9 +31,6 @@ import { lexicographicSortSchema, printSchema } from "graphql";
 import fs from "node:fs";
 // The hub's own building blocks, as src/start.ts assembles them (keep in step with it).
 import { readConfig } from "../../dist/src/config.js";
-import { makePreset } from "../../dist/src/preset.js";
-import { DEFAULT_QUERY_LIMITS } from "../../dist/src/query-limits.js";
-import { HubPlaygroundPlugin } from "../../dist/src/graphql/sessions.js";
 import { createIdentityResolver } from "../../dist/src/identity-resolver.js";
 import { createApiKeyUsage } from "../../dist/src/api-key-usage.js";
 import { listenForCredentialChanges } from "../../dist/src/db/credential-events.js";
@@ -41,13 +38,13 @@ import { endPool, openDatabase } from "../../dist/src/db/database.js";
 import { openPools, setSuperuserPool } from "../../dist/src/db/pools.js";
 import { createLogger, setLogger } from "../../dist/src/logger.js";
 import type { Identity } from "../../dist/src/identity.js";
-import { benchConfigureApp, demoExtraPgSchemas, demoPlugins } from "../lib/demo.js";
+import { benchConfigureApp } from "../lib/demo.js";
+import { demoPreset } from "../lib/demo-preset.js";
 import { serveBench } from "../lib/child.js";
 
 const dataDir = process.env.BENCH_DATA_DIR;
 if (!dataDir) throw new Error("BENCH_DATA_DIR is not set");
 const graphqlFirst = process.env.BASELINE_GRAPHQL_FIRST === "1";
-const MAX_BODY = 1024 * 1024; // as the hub
 
 // The same environment as the hub target, read the same way (NODE_ENV, HUB_PLAYGROUND, HUB_INTROSPECTION…).
 const config = { ...readConfig(), dataDir };
@@ -60,20 +57,7 @@ const db = await openDatabase(config, log);
 const pools = await openPools({ databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl }, log, { graphqlPipeline: false });
 setSuperuserPool(pools.superuser);
 
-// The preset exactly as src/start.ts builds it for the demo configuration with default options.
-const pgl = postgraphile(
-  makePreset({
-    plugins: [...demoPlugins, ...(config.playground ? [HubPlaygroundPlugin] : [])],
-    extraPgSchemas: demoExtraPgSchemas,
-    graphqlPool: pools.graphql,
-    superuserPool: pools.superuser,
-    graphiql: false,
-    log,
-    maxRequestLength: MAX_BODY,
-    limits: { ...DEFAULT_QUERY_LIMITS, introspection: config.introspection },
-    statementTimeoutMs: 10_000,
-  }),
-);
+const pgl = postgraphile(demoPreset(config, pools, log));
 const { schema } = await pgl.getSchemaResult();
 // bench/run.ts compares this with the hub's exportSchemaSDLPath: the same preset must give the same schema.
 if (process.env.BENCH_SCHEMA_FILE) fs.writeFileSync(process.env.BENCH_SCHEMA_FILE, `${printSchema(lexicographicSortSchema(schema))}\n`);
