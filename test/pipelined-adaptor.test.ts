@@ -39,8 +39,10 @@ t.test("the settings apply to the callback's queries, in one transaction, and en
       text: "select current_user as who, current_setting('session.user_id') as uid, current_setting('statement_timeout') as timeout, txid_current()::text as tx",
     });
     const again = await client.query<{ tx: string }>({ text: "select txid_current()::text as tx" });
-    return { ...rows[0]!, sameTransaction: again.rows[0]!.tx === rows[0]!.tx };
+    const prepared = await client.query<{ name: string }>({ text: "select name from pg_prepared_statements where statement like '%set_config%'" });
+    return { ...rows[0]!, sameTransaction: again.rows[0]!.tx === rows[0]!.tx, prepared: prepared.rows.map((r) => r.name) };
   });
+  t.same(inside.prepared, ["hub_set_config"], "the set_config is a prepared statement of the connection (parsed and planned once)");
   t.equal(inside.who, "app_postgraphile");
   t.equal(inside.uid, settings["session.user_id"]);
   t.equal(inside.timeout, "5s");

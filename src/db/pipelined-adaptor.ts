@@ -34,6 +34,8 @@ import type { PgClient, WithPgClient } from "postgraphile/@dataplan/pg";
  * adaptor. The bench's baseline keeps the stock adaptor throughout.
  */
 const SET_CONFIG = "select set_config(el->>0, el->>1, true) from json_array_elements($1::json) el";
+/** Prepared once per connection: Postgres parses and plans it once, not on every request. */
+const SET_CONFIG_NAME = "hub_set_config";
 const configured = new WeakSet<pg.PoolClient>();
 
 export function makePipelinedWithPgClient(pool: pg.Pool): WithPgClient {
@@ -58,7 +60,7 @@ export function makePipelinedWithPgClient(pool: pg.Pool): WithPgClient {
       // submitted; held until the callback has submitted its first query (it
       // does so within this turn of the event loop, after a few promise hops).
       corkUntilNextTurn(client);
-      const prologue = Promise.all([client.query("begin"), client.query({ text: SET_CONFIG, values: [JSON.stringify(entries)] })]);
+      const prologue = Promise.all([client.query("begin"), client.query({ name: SET_CONFIG_NAME, text: SET_CONFIG, values: [JSON.stringify(entries)] })]);
       prologue.catch(() => undefined); // awaited below, on success and on failure
       try {
         const result = await inTransaction(client, true)(null, callback);
