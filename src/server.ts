@@ -18,7 +18,8 @@ import type { ServerOptions } from "./options.js";
 // Postgres boots in its own process while the heavy modules below load.
 try {
   const config = readConfig();
-  prewarmDatabase(config, createLogger({ level: config.logLevel, pretty: false }));
+  // Until Postgres runs on its own (a few ms; bounded in case the steps before the spawn hang).
+  await Promise.race([prewarmDatabase(config, createLogger({ level: config.logLevel, pretty: false })), new Promise((r) => setTimeout(r, 300).unref())]);
 } catch {
   // A configuration error: startAndListen reports it with its message.
 }

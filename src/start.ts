@@ -120,6 +120,11 @@ export async function startAndListen(
     });
     const pgl = postgraphile(preset);
     cleanup.push(async () => pgl.release());
+    // Independent of the schema: its connection (and LISTEN) is made while the schema builds.
+    const resolver = createIdentityResolver(pools.superuser, { cacheTtlMs: options.identityCacheTtlMs ?? 1000 });
+    const credentialEvents = listenForCredentialChanges(urls.superuserDatabaseUrl, () => resolver.clear(), log);
+    cleanup.push(() => credentialEvents.close());
+    credentialEvents.ready.catch(() => undefined); // awaited below, after the schema
     const { schema } = await pgl.getSchemaResult();
     if (options.exportSchemaSDLPath) {
       const file = path.resolve(options.exportSchemaSDLPath);
@@ -135,9 +140,6 @@ export async function startAndListen(
       requestTimeoutMs: options.requestTimeoutMs ?? 30_000,
       messageClasses: expressApp?.messageClasses,
     });
-    const resolver = createIdentityResolver(pools.superuser, { cacheTtlMs: options.identityCacheTtlMs ?? 1000 });
-    const credentialEvents = listenForCredentialChanges(urls.superuserDatabaseUrl, () => resolver.clear(), log);
-    cleanup.push(() => credentialEvents.close());
     await credentialEvents.ready;
     const apiKeyUsage = createApiKeyUsage(pools.superuser, log);
     cleanup.push(() => apiKeyUsage.stop());

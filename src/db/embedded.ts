@@ -350,10 +350,12 @@ async function startPostmaster(
   bins: Binaries,
   owner: { uid: number; gid: number } | undefined,
   logFile: string,
+  onSpawned?: () => void,
 ): Promise<{ child: ChildProcess; port: number }> {
   let lastError: unknown;
   for (let attempt = 0; attempt < 5; attempt++) {
     const child = spawnPostmaster(clusterDir, await freePort(), bins, owner, logFile);
+    onSpawned?.();
     try {
       const ready = await waitReady(clusterDir, child, child.pid ?? -1, logFile);
       return { child, port: ready };
@@ -425,6 +427,12 @@ export async function startEmbeddedPostgres(options: {
   fastInit?: boolean;
   /** Stop Postgres when this process exits (default true); the test kit's shared cluster outlives its processes. */
   stopAtExit?: boolean;
+  /**
+   * Called once the Postgres process (or initdb) runs on its own, or one is
+   * found running: from then on it needs this process only to notice it is
+   * ready (src/server.ts lets this happen before its heavy imports).
+   */
+  onSpawned?: () => void;
 }): Promise<EmbeddedDatabase> {
   const { dataDir, log } = options;
   await fsp.mkdir(dataDir, { recursive: true, mode: 0o755 });
@@ -443,6 +451,7 @@ export async function startEmbeddedPostgres(options: {
       );
     }
     if (fs.existsSync(clusterDir)) await fsp.rmdir(clusterDir);
+    options.onSpawned?.();
     await initCluster(dataDir, clusterDir, bins, creds, owner, log, options.fastInit === true);
   } else if (owner) {
     // A cluster made by an earlier run as another user: make sure the runtime account owns it.
@@ -455,6 +464,7 @@ export async function startEmbeddedPostgres(options: {
   let port: number;
   const running = readPostmasterPid(clusterDir);
   if (running && isAlive(running.pid)) {
+    options.onSpawned?.();
     port = await waitReady(clusterDir, undefined, running.pid, logFile);
     pid = running.pid;
     if (isOrphaned(pid)) {
@@ -467,7 +477,7 @@ export async function startEmbeddedPostgres(options: {
     }
   } else {
     try {
-      const started = await startPostmaster(clusterDir, bins, owner, logFile);
+      const started = await startPostmaster(clusterDir, bins, owner, logFile, options.onSpawned);
       pid = started.child.pid ?? -1;
       port = started.port;
       owned = true;
