@@ -6,27 +6,14 @@ import t from "tap";
 import { gql } from "./helpers/http.js";
 import { startServerProcess } from "./helpers/process.js";
 import { tmpDir } from "./helpers/tmp.js";
+// The embedded Postgres's own readers of its pid file and of a process's liveness.
+import { isAlive as alive, readPostmasterPid } from "../dist/src/db/embedded.js";
 
-function postmasterPid(dataDir: string): number | undefined {
-  try {
-    return Number(fs.readFileSync(path.join(dataDir, "pg/postmaster.pid"), "utf8").split("\n")[0]);
-  } catch {
-    return undefined;
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
+const postmasterPid = (dataDir: string): number | undefined => readPostmasterPid(path.join(dataDir, "pg"))?.pid;
 
 async function superuserClient(dataDir: string): Promise<pg.Client> {
   const { superuserPassword } = JSON.parse(fs.readFileSync(path.join(dataDir, "credentials.json"), "utf8")) as { superuserPassword: string };
-  const port = Number(fs.readFileSync(path.join(dataDir, "pg/postmaster.pid"), "utf8").split("\n")[3]);
+  const port = readPostmasterPid(path.join(dataDir, "pg"))!.port;
   const client = new pg.Client({ host: "127.0.0.1", port, user: "postgres", password: superuserPassword, database: "hub" });
   await client.connect();
   return client;

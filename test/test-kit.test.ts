@@ -24,6 +24,8 @@ import {
 } from "@hubpkg/hub/test";
 import { ROOT } from "./helpers/process.js";
 import { tmpDir, writeFiles } from "./helpers/tmp.js";
+// The embedded Postgres's own readers of its pid file and of a process's liveness.
+import { isAlive as alive, readPostmasterPid } from "../dist/src/db/embedded.js";
 
 const TOKEN = /^[A-Za-z0-9_-]{43}$/;
 
@@ -381,22 +383,7 @@ function child(dataDir: string, body: string, env: Record<string, string> = {}):
   });
 }
 
-function postmasterPid(dataDir: string): number | undefined {
-  try {
-    return Number(fs.readFileSync(path.join(dataDir, "pg", "postmaster.pid"), "utf8").split("\n")[0]) || undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
+const postmasterPid = (dataDir: string): number | undefined => readPostmasterPid(path.join(dataDir, "pg"))?.pid;
 
 /** Poll until fn() holds; fails the test after 30 s (a liveness check, not a timing assertion). */
 async function eventually(t: { pass(m: string): void; fail(m: string): void }, fn: () => boolean, what: string): Promise<void> {
