@@ -6,7 +6,9 @@ import type { Express, HubRequest, Response } from "@hubpkg/hub/express";
  * the 401s are this code's own decision (spec §5.5), not the hub's.
  *
  *   GET /health   {"status":"ok"} (and whether the database answers)
- *   GET /bets     the calling player's bets, newest first (401 unless a player)
+ *   GET /bets     the calling player's bets in the session's experience, newest
+ *                 first, a page at a time (401 unless a player, 400 for a bad
+ *                 ?limit= or ?before=)
  *   GET /metrics  uptime, request and bet counts (401 unless an operator)
  */
 export function configureReferenceRoutes({ app, superuserPool }: ConfigureAppArgs<Express>): void {
@@ -24,23 +26,40 @@ export function configureReferenceRoutes({ app, superuserPool }: ConfigureAppArg
       res.status(401).type("text/plain").send("Unauthorized");
       return;
     }
-    const limit = Math.min(Math.max(Number.parseInt(String(req.query.limit ?? "100"), 10) || 100, 1), 1000);
-    const { rows } = await superuserPool.query(
+    const query = parseBetsQuery(req.query as Record<string, unknown>);
+    if ("error" in query) {
+      res.status(400).json({ statusCode: 400, error: "Bad Request", code: query.code, message: query.error });
+      return;
+    }
+    // The session's casino and experience, as the GraphQL API's row-level
+    // security scopes them: a session of one experience never lists the
+    // player's bets of another.
+    const { user_id: userId, casino_id: casinoId, experience_id: experienceId } = req.identity.session;
+    const { rows } = await superuserPool.query<{ id: string }>(
       `select kind, id, wager, net, currency_key as "currencyKey", casino_id as "casinoId",
               experience_id as "experienceId", created_at as "createdAt"
          from (
-           select 'coinflip' as kind, id, wager, net, currency_key, casino_id, experience_id,
-                  hub_hidden.uuid_v7_timestamp(id) as created_at
-             from app.coinflip where user_id = $1
+           (select 'coinflip' as kind, id, wager, net, currency_key, casino_id, experience_id,
+                   hub_hidden.uuid_v7_timestamp(id) as created_at
+              from app.coinflip
+             where user_id = $1 and casino_id = $2 and experience_id = $3 and ($4::uuid is null or id < $4)
+             order by id desc limit $5)
            union all
-           select 'coinflip_bet', id, wager, net, currency_key, casino_id, experience_id,
-                  hub_hidden.uuid_v7_timestamp(id)
-             from app.coinflip_bet where user_id = $1
+           (select 'coinflip_bet', id, wager, net, currency_key, casino_id, experience_id,
+                   hub_hidden.uuid_v7_timestamp(id)
+              from app.coinflip_bet
+             where user_id = $1 and casino_id = $2 and experience_id = $3 and ($4::uuid is null or id < $4)
+             order by id desc limit $5)
          ) bets
         order by id desc
-        limit $2`,
-      [req.identity.user.id, limit],
+        limit $5`,
+      [userId, casinoId, experienceId, query.before, query.limit],
     );
+    // A full page may have older bets after it: say where they are.
+    const last = rows.at(-1);
+    if (last && rows.length === query.limit) {
+      res.setHeader("Link", `</bets?before=${last.id}&limit=${query.limit}>; rel="next"`);
+    }
     res.json(rows);
   });
 
@@ -67,4 +86,46 @@ export function configureReferenceRoutes({ app, superuserPool }: ConfigureAppArg
       },
     });
   });
+}
+
+const DEFAULT_BETS_LIMIT = 100;
+const MAX_BETS_LIMIT = 1000;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+type BetsQuery = { limit: number; before: string | null } | { error: string; code: string };
+
+/**
+ * `?limit=` (1 to 1000, default 100) and `?before=<bet id>` (only bets older
+ * than that one: bet ids are UUIDv7, ordered by creation time). Anything else
+ * is refused rather than ignored, so a typo never silently returns page one.
+ */
+function parseBetsQuery(params: Record<string, unknown>): BetsQuery {
+  const unknown = Object.keys(params).filter((name) => name !== "limit" && name !== "before");
+  if (unknown.length > 0) {
+    return {
+      code: "UNKNOWN_PARAMETER",
+      error: `Unknown query parameter ${unknown.map((n) => JSON.stringify(n)).join(", ")}; GET /bets accepts limit and before.`,
+    };
+  }
+  for (const name of ["limit", "before"] as const) {
+    if (params[name] !== undefined && typeof params[name] !== "string") {
+      return { code: name === "limit" ? "INVALID_LIMIT" : "INVALID_CURSOR", error: `${name} must be given once, as a plain value; received ${JSON.stringify(params[name])}.` };
+    }
+  }
+  const rawLimit = params.limit as string | undefined;
+  let limit = DEFAULT_BETS_LIMIT;
+  if (rawLimit !== undefined) {
+    limit = /^[0-9]{1,7}$/.test(rawLimit) ? Number(rawLimit) : Number.NaN;
+    if (!(limit >= 1 && limit <= MAX_BETS_LIMIT)) {
+      return { code: "INVALID_LIMIT", error: `limit must be a whole number from 1 to ${MAX_BETS_LIMIT}; received ${JSON.stringify(rawLimit.slice(0, 100))}.` };
+    }
+  }
+  const before = params.before as string | undefined;
+  if (before !== undefined && !UUID.test(before)) {
+    return {
+      code: "INVALID_CURSOR",
+      error: `before must be the id of a bet (a UUID such as the last id of the previous page); received ${JSON.stringify(before.slice(0, 100))}.`,
+    };
+  }
+  return { limit, before: before?.toLowerCase() ?? null };
 }
