@@ -26,7 +26,9 @@ import { loadSchemaModel, printType, selectionOf, type SchemaModel } from "./hel
  *  - otherwise, a row whose owner columns (userId, casinoId, experienceId: the
  *    ones the type has) all equal the player's; a null owner is not the player's
  *    (so the house rows of the ledger are hidden). Casino-scoped tables
- *    (currency, bankroll) have only casinoId, so the whole casino sees them;
+ *    (currency) have only casinoId, so the whole casino sees them;
+ *  - the house bankroll (HubBankroll) is the casino's business: no player
+ *    sees any of it;
  *  - a type with none of those columns (api keys): nothing.
  * The operator sees every row; an anonymous request sees none.
  */
@@ -142,6 +144,7 @@ function playerWho(key: string): Extract<Who, { kind: "player" }> {
 function visible(who: Who, type: string, row: Row): boolean {
   if (who.kind === "anon") return false;
   if (who.kind === "operator") return true;
+  if (type === "HubBankroll") return false;
   const current = who.current.get(type);
   if (current !== undefined) return row.id === current;
   const leaves = model.tables.get(type)!.leaves;

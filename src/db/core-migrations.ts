@@ -551,4 +551,17 @@ create trigger api_key_credentials_changed
   for each statement execute function hub_hidden.notify_credentials_changed();
 `,
   },
+  {
+    // The house bankroll (its amount, bets, wagered, expected value) is the
+    // casino's business: a player could otherwise size the house before betting
+    // against it. Players see no bankroll rows at all, by any path (the root
+    // connection, lookups, relations from their casino or currency); operators
+    // see every row. Plugins read it on the superuser connection as before.
+    name: "0009-bankroll-operators-only",
+    sql: /* sql */ `
+drop policy select_bankroll on hub.bankroll;
+create policy select_bankroll on hub.bankroll for select
+  using (hub_hidden.is_operator());
+`,
+  },
 ];
