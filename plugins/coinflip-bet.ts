@@ -14,13 +14,22 @@ import { GraphQLError } from "@hubpkg/hub/graphql";
 import { access, context, sideEffect } from "@hubpkg/hub/grafast";
 import { dbLockPlayerBalanceAndHouseBankroll, withPgPoolTransaction } from "@hubpkg/hub/db";
 
-/** What a win pays per unit wagered. */
-const WIN_MULTIPLIER = 0.99;
 /**
- * The house's expected gain per unit wagered on a fair coin:
- * P(loss) * 1 - P(win) * 0.99 = 0.5 - 0.495.
+ * Amounts are whole base units of the currency (hub.currency's
+ * display_unit_scale says how many make one display unit), so a win pays
+ * floor(wager * 99 / 100): balances stay whole, and the rounding is the
+ * house's. The largest amount is the largest whole number a float8 (and a
+ * JavaScript number) holds exactly.
  */
-const HOUSE_EXPECTED_VALUE_PER_UNIT = 0.005;
+const WIN_PERCENT = 99n;
+const MAX_AMOUNT = Number.MAX_SAFE_INTEGER;
+/** The smallest wager whose win pays something: floor(2 * 0.99) = 1. */
+const MIN_WAGER = 2;
+
+/** What a won bet pays, computed exactly (wager * 99 may not fit in a double). */
+function winPayout(wager: number): number {
+  return Number((BigInt(wager) * WIN_PERCENT) / 100n);
+}
 
 type CoinSide = "HEADS" | "TAILS";
 
@@ -36,8 +45,22 @@ interface MakeCoinflipBetResult {
   balance: number;
 }
 
-function badInput(message: string): GraphQLError {
-  return new GraphQLError(`makeCoinflipBet: ${message}`, { extensions: { code: "BAD_USER_INPUT" } });
+function badInput(message: string, code = "BAD_USER_INPUT"): GraphQLError {
+  return new GraphQLError(`makeCoinflipBet: ${message}`, { extensions: { code } });
+}
+
+/** A wager that is not a whole number of base units a win can pay for. */
+function checkWager(wager: number): void {
+  // A literal such as 1e999 in the query text reaches us as Infinity.
+  if (!Number.isSafeInteger(wager) || wager < 1) {
+    throw badInput(
+      `the wager must be a whole number of base units from ${MIN_WAGER} to ${MAX_AMOUNT}; received ${wager}. Amounts are whole base units of the currency (display_unit_scale base units make one display unit).`,
+      "INVALID_AMOUNT",
+    );
+  }
+  if (winPayout(wager) < 1) {
+    throw badInput(`a wager of ${wager} would pay nothing on a win (a win pays floor(wager × 0.99)); the smallest wager is ${MIN_WAGER}.`, "INVALID_AMOUNT");
+  }
 }
 
 export const CoinflipBetPlugin = extendSchema((build) => {
@@ -50,14 +73,14 @@ export const CoinflipBetPlugin = extendSchema((build) => {
   return {
     typeDefs: gql`
       input MakeCoinflipBetInput {
-        "More than 0, and at most the player's balance in this currency."
+        "Whole base units of the currency, from 2 to 9007199254740991, and at most the player's balance."
         wager: Float!
         "Key of a currency of the session's casino (hub.currency)."
         currency: String!
         side: CoinSide!
       }
       type MakeCoinflipBetPayload {
-        "The stored bet: net is wager * 0.99 when the coin lands on the chosen side, -wager otherwise."
+        "The stored bet: net is floor(wager * 0.99) when the coin lands on the chosen side, -wager otherwise."
         bet: CoinflipBet!
         "The side the coin landed on."
         outcome: CoinSide!
@@ -82,10 +105,7 @@ export const CoinflipBetPlugin = extendSchema((build) => {
             return sideEffect([$input, $identity, $pool], async ([rawInput, identity, pool]): Promise<MakeCoinflipBetResult> => {
               if (identity?.kind !== "user") throw new GraphQLError("Unauthorized", { extensions: { code: "UNAUTHENTICATED" } });
               const { wager, currency, side } = rawInput as MakeCoinflipBetInput;
-              // A literal such as 1e999 in the query text reaches us as Infinity.
-              if (!Number.isFinite(wager) || wager <= 0) {
-                throw badInput(`the wager must be a finite number greater than 0, received ${wager}.`);
-              }
+              checkWager(wager);
               const { user_id: userId, casino_id: casinoId, experience_id: experienceId } = identity.session;
 
               return withPgPoolTransaction(pool, async (pgClient) => {
@@ -103,10 +123,13 @@ export const CoinflipBetPlugin = extendSchema((build) => {
                 if (dbPlayerBalance.amount < wager) {
                   throw badInput(`insufficient balance: the wager is ${wager} ${currency} but the balance is ${dbPlayerBalance.amount} ${currency}.`);
                 }
-                const potentialWin = wager * WIN_MULTIPLIER;
+                const potentialWin = winPayout(wager);
                 if (dbHouseBankroll.amount < potentialWin) {
                   // The bankroll's size is the casino's business: do not tell the player.
                   throw badInput(`the house bankroll cannot cover a win of ${potentialWin} ${currency}; try a smaller wager.`);
+                }
+                if (dbPlayerBalance.amount + potentialWin > MAX_AMOUNT) {
+                  throw badInput(`a win of ${potentialWin} ${currency} would take the balance past ${MAX_AMOUNT} base units.`, "INVALID_AMOUNT");
                 }
 
                 // randomInt draws from the OS's cryptographic generator, without
@@ -124,8 +147,8 @@ export const CoinflipBetPlugin = extendSchema((build) => {
                 );
                 const betId = idRow.rows[0]!.id;
 
-                // The checks above make both amounts stay >= 0: for doubles,
-                // a >= b implies a - b >= 0 (rounding is monotonic).
+                // Whole numbers below 2^53 add and subtract exactly, and the
+                // checks above keep both amounts >= 0.
                 const balanceAfter = await pgClient.query<{ amount: number }>(
                   "update hub.balance set amount = amount + $1 where id = $2 returning amount",
                   [net, dbPlayerBalance.id],
@@ -134,7 +157,9 @@ export const CoinflipBetPlugin = extendSchema((build) => {
                   `update hub.bankroll
                       set amount = amount - $1, bets = bets + 1, wagered = wagered + $2, expected_value = expected_value + $3
                     where id = $4`,
-                  [net, wager, wager * HOUSE_EXPECTED_VALUE_PER_UNIT, dbHouseBankroll.id],
+                  // The house's expected gain on a fair coin: half the wager
+                  // kept on a loss minus half the payout lost on a win.
+                  [net, wager, (wager - potentialWin) / 2, dbHouseBankroll.id],
                 );
                 const balance = balanceAfter.rows[0]!.amount;
                 const inserted = await pgClient.query<{ id: string }>(

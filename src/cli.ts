@@ -45,7 +45,8 @@ Commands:
                               tokens for hubAuthenticate.
   balance credit --uname NAME --currency KEY --amount N
                  [--casino NAME] [--experience NAME] [--reason TEXT]
-                              Add N to the player's balance (created when
+                              Add N whole base units of the currency (1 to
+                              2^53-1) to the player's balance (created when
                               missing), recorded in the ledger. The casino
                               (default "${PLAYGROUND_CASINO}"), the player, the experience
                               (default "${DEFAULT_EXPERIENCE}") and the currency must exist.
@@ -210,9 +211,12 @@ function currencyOption(values: string[] | undefined): string | undefined {
 function amountOption(values: string[] | undefined): number | undefined {
   const value = single("amount", values);
   if (value === undefined) return undefined;
-  const number = /^\+?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/.test(value) ? Number(value) : Number.NaN;
-  if (!Number.isFinite(number) || number <= 0) {
-    throw usage(`--amount ${describeValue(value)} is invalid: expected a finite decimal number greater than 0, such as 100 or 2.5.`);
+  // Whole base units only (display_unit_scale of them make one display unit).
+  const number = /^\+?[0-9]{1,16}$/.test(value) ? Number(value) : Number.NaN;
+  if (!Number.isSafeInteger(number) || number < 1) {
+    throw usage(
+      `--amount ${describeValue(value)} is invalid: expected a whole number of base units from 1 to ${Number.MAX_SAFE_INTEGER}, such as 100 (amounts are whole base units of the currency).`,
+    );
   }
   return number;
 }
@@ -359,7 +363,7 @@ function parseCommand(rawArgv: string[]): Command {
         name: command,
         uname: required("uname", nameOption("uname", strings("uname")), "the player's user name"),
         currency: required("currency", currencyOption(strings("currency")), "the currency key, such as HOUSE"),
-        amount: required("amount", amountOption(strings("amount")), "how much to add, greater than 0"),
+        amount: required("amount", amountOption(strings("amount")), "how much to add, a whole number of base units of at least 1"),
         casino: nameOption("casino", strings("casino")),
         experience: nameOption("experience", strings("experience")),
         reason: reasonOption(strings("reason")),

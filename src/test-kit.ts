@@ -227,8 +227,9 @@ function testName(prefix: string): string {
 }
 
 function checkAmount(fn: string, amount: unknown): number {
-  if (typeof amount !== "number" || !Number.isFinite(amount) || amount < 0) {
-    throw new RangeError(`${fn}: amount must be a finite number ≥ 0; received ${String(amount)}.`);
+  // Amounts are whole base units of the currency, as the ledger functions require.
+  if (typeof amount !== "number" || !Number.isSafeInteger(amount) || amount < 0) {
+    throw new RangeError(`${fn}: amount must be a whole number of base units ≥ 0 (at most ${Number.MAX_SAFE_INTEGER}); received ${String(amount)}.`);
   }
   return amount;
 }

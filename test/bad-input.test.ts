@@ -119,9 +119,9 @@ for (const [name, literal, message] of wagers) {
 t.test("makeCoinflipBet with bad input is a clear error", async (t) => {
   const cases: [string, RegExp][] = [
     ['{ wager: -1, currency: "HOUSE", side: HEADS }', /wager/i],
-    ['{ wager: 1, currency: "NOPE", side: HEADS }', /NOPE/],
-    ['{ wager: 1, currency: "HOUSE", side: EDGE }', /EDGE/],
-    ['{ wager: 1, currency: "HOUSE" }', /side/],
+    ['{ wager: 2, currency: "NOPE", side: HEADS }', /NOPE/],
+    ['{ wager: 2, currency: "HOUSE", side: EDGE }', /EDGE/],
+    ['{ wager: 2, currency: "HOUSE" }', /side/],
     ["{}", /wager/],
   ];
   for (const [input, message] of cases) {

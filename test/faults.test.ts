@@ -203,7 +203,7 @@ t.test("SIGTERM under load: stops accepting, finishes in-flight bets, closes poo
     next: (w, n) =>
       w % 2 === 0
         ? { kind: "flip", headers: flipper.header, body: gqlBody(FLIP, { w: 1 + ((w + n) % 5) }) }
-        : { kind: "bet", headers: better.header, body: gqlBody(BET, { w: 1 + ((w + n) % 3), s: n % 2 === 0 ? "HEADS" : "TAILS" }) },
+        : { kind: "bet", headers: better.header, body: gqlBody(BET, { w: 2 + ((w + n) % 3), s: n % 2 === 0 ? "HEADS" : "TAILS" }) },
   });
   t.teardown(() => load.stop());
   await sleep(2000);

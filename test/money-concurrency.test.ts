@@ -118,7 +118,7 @@ function workload(seed: number): Op[] {
     for (let i = 0; i < REQUESTS_PER_PLAYER; i++) {
       // 55 bets, 15 credits, 15 debits (large: many refused once the balance runs low),
       // 8 bankroll credits and 7 large bankroll debits per player.
-      if (i < 55) ops.push({ kind: "bet", player, wager: int(1, 40), side: random() < 0.5 ? "HEADS" : "TAILS" });
+      if (i < 55) ops.push({ kind: "bet", player, wager: int(2, 40), side: random() < 0.5 ? "HEADS" : "TAILS" });
       else if (i < 70) ops.push({ kind: "creditBalance", player, amount: int(1, 30) });
       else if (i < 85) ops.push({ kind: "debitBalance", player, amount: int(10, 120) });
       else if (i < 93) ops.push({ kind: "creditBankroll", player, amount: int(1, 100) });
@@ -190,7 +190,8 @@ async function burst(ops: Op[], defects: string[], currency = CURRENCY, refusals
   ]).finally(() => clearTimeout(timer));
 }
 
-const close = (a: number, b: number) => Math.abs(a - b) <= 1e-6 * Math.max(1, Math.abs(a), Math.abs(b));
+// Amounts are whole base units, so every sum below is exact: no tolerance.
+const close = (a: number, b: number) => Number.isInteger(a) && a === b;
 const sum = (xs: number[]) => xs.reduce((s, x) => s + x, 0);
 
 /**
@@ -341,7 +342,7 @@ t.test("a balance and a bankroll created by concurrent first credits, with bets 
   const ops: Op[] = [];
   for (let player = 0; player < PLAYERS; player++) {
     for (let i = 0; i < 25; i++) ops.push({ kind: "creditBalance", player, amount: 1 + (i % 5) });
-    for (let i = 0; i < 10; i++) ops.push({ kind: "bet", player, wager: 1, side: i % 2 ? "HEADS" : "TAILS" });
+    for (let i = 0; i < 10; i++) ops.push({ kind: "bet", player, wager: 2, side: i % 2 ? "HEADS" : "TAILS" });
     for (let i = 0; i < 10; i++) ops.push({ kind: "creditBankroll", player, amount: 10 });
   }
   // Interleaved, so some bets arrive before any credit has created the balance.

@@ -560,13 +560,15 @@ t.test("makeCoinflipBet: refusals say why and change nothing", async (t) => {
   const poor = await player("refusals-nobalance", { casinoName: "refusals" });
   const before = await books(rich, currency);
   const cases: [string, Player, { wager: number; currency: string }, RegExp][] = [
-    ["zero wager", rich, { wager: 0, currency }, /^makeCoinflipBet: the wager must be a finite number greater than 0, received 0\.$/],
-    ["negative wager", rich, { wager: -3, currency }, /received -3\.$/],
-    ["unknown currency", rich, { wager: 1, currency: "NOPE" }, /^makeCoinflipBet: unknown currency "NOPE"; the casino of this session has no such currency\.$/],
-    ["another casino's currency", rich, { wager: 1, currency: "HOUSE" }, /unknown currency "HOUSE"/],
-    ["no balance", poor, { wager: 1, currency }, /^makeCoinflipBet: there is no balance for this player, or no house bankroll for this casino, in currency "CHIPS"\.$/],
-    ["insufficient balance", rich, { wager: 20.5, currency }, /^makeCoinflipBet: insufficient balance: the wager is 20\.5 CHIPS but the balance is 20 CHIPS\.$/],
-    ["bankroll too small", rich, { wager: 16, currency }, /^makeCoinflipBet: the house bankroll cannot cover a win of 15\.84 CHIPS; try a smaller wager\.$/],
+    ["zero wager", rich, { wager: 0, currency }, /^makeCoinflipBet: the wager must be a whole number of base units from 2 to 9007199254740991; received 0\. Amounts are whole base units/],
+    ["negative wager", rich, { wager: -3, currency }, /received -3\. /],
+    ["fractional wager", rich, { wager: 2.5, currency }, /whole number of base units from 2 to 9007199254740991; received 2\.5\. /],
+    ["wager 1 (a win would pay 0)", rich, { wager: 1, currency }, /^makeCoinflipBet: a wager of 1 would pay nothing on a win \(a win pays floor\(wager × 0\.99\)\); the smallest wager is 2\.$/],
+    ["unknown currency", rich, { wager: 2, currency: "NOPE" }, /^makeCoinflipBet: unknown currency "NOPE"; the casino of this session has no such currency\.$/],
+    ["another casino's currency", rich, { wager: 2, currency: "HOUSE" }, /unknown currency "HOUSE"/],
+    ["no balance", poor, { wager: 2, currency }, /^makeCoinflipBet: there is no balance for this player, or no house bankroll for this casino, in currency "CHIPS"\.$/],
+    ["insufficient balance", rich, { wager: 21, currency }, /^makeCoinflipBet: insufficient balance: the wager is 21 CHIPS but the balance is 20 CHIPS\.$/],
+    ["bankroll too small", rich, { wager: 17, currency }, /^makeCoinflipBet: the house bankroll cannot cover a win of 16 CHIPS; try a smaller wager\.$/],
   ];
   for (const [what, p, input, message] of cases) {
     const res = await bet(p, { ...input, side: "TAILS" });
@@ -578,12 +580,12 @@ t.test("makeCoinflipBet: refusals say why and change nothing", async (t) => {
     JSON.stringify({ query: `mutation { makeCoinflipBet(input: { wager: 1e999, currency: "${currency}", side: HEADS }) { balance } }` }),
     other.header,
   );
-  t.match(firstError(literal.body), /the wager must be a finite number greater than 0, received Infinity/, "Infinity literal");
+  t.match(firstError(literal.body), /the wager must be a whole number of base units from 2 to 9007199254740991; received Infinity\./, "Infinity literal");
   t.same(await books(rich, currency), before, "balance, bankroll and bet count unchanged");
   t.equal((await db.query("select count(*)::int as n from app.coinflip_bet where casino_id = $1", [rich.casinoId])).rows[0].n, 0, "no bet stored");
 
-  // The bankroll check is exact: 15.15 * 0.99 = 14.9985 ≤ 15 is affordable.
-  const edge = await bet(rich, { wager: 15.15, currency, side: "HEADS" });
+  // The bankroll check is exact: a wager of 16 pays floor(15.84) = 15 ≤ 15 on a win, affordable.
+  const edge = await bet(rich, { wager: 16, currency, side: "HEADS" });
   t.same(edge.body.errors, undefined, "a win the bankroll can just cover is accepted");
 });
 
@@ -598,7 +600,8 @@ t.test("makeCoinflipBet: each bet moves net from the house to the player, books 
     t.same(res.body.errors, undefined);
     const out = res.body.data!.makeCoinflipBet;
     const won = out.outcome === side;
-    const net = won ? wager * 0.99 : -wager;
+    const payout = Math.floor((wager * 99) / 100);
+    const net = won ? payout : -wager;
     t.match(out.bet, { wager, net, currencyKey: currency, userId: p.userId, casinoId: p.casinoId, experienceId: p.experienceId, side, outcome: out.outcome, balanceAfter: out.balance });
     const now = await books(p, currency);
     t.ok(close(now.balance - prev.balance, net), `bet ${i}: player +${net}`);
@@ -607,7 +610,7 @@ t.test("makeCoinflipBet: each bet moves net from the house to the player, books 
     t.equal(out.balance, now.balance, "the payload's balance is the stored one");
     t.same([now.bets - prev.bets, now.storedBets - prev.storedBets], [1, 1], "one more bet counted and stored");
     t.ok(close(now.wagered - prev.wagered, wager), "wagered += wager");
-    t.ok(close(now.expectedValue - prev.expectedValue, wager * 0.005), "expected_value += the house edge of the bet");
+    t.ok(close(now.expectedValue - prev.expectedValue, (wager - payout) / 2), "expected_value += the house edge of the bet: (wager − payout) / 2");
     prev = now;
   }
   const rls = await gql(resolverHub.url, "{ allCoinflipBets { totalCount } }", {}, p.header);
@@ -625,7 +628,7 @@ t.test("makeCoinflipBet: the coin is fair whichever side is chosen", async (t) =
     await pooled(n / perRequest, 8, async (r) => {
       const fields = Array.from(
         { length: perRequest },
-        (_, i) => `b${i}: makeCoinflipBet(input: { wager: 1, currency: "${currency}", side: ${(r * perRequest + i) % 2 ? "HEADS" : "TAILS"} }) { outcome bet { side net } }`,
+        (_, i) => `b${i}: makeCoinflipBet(input: { wager: 2, currency: "${currency}", side: ${(r * perRequest + i) % 2 ? "HEADS" : "TAILS"} }) { outcome bet { side net } }`,
       ).join(" ");
       const res = await gql(resolverHub.url, `mutation { ${fields} }`, {}, p.header);
       t.same(res.body.errors, undefined);
@@ -641,8 +644,8 @@ t.test("makeCoinflipBet: the coin is fair whichever side is chosen", async (t) =
 
 t.test("makeCoinflipBet: 100 concurrent bets on one balance never overdraw it and the books reconcile", async (t) => {
   /*
-   * Balance 50, 100 bets of 10 at once. The coin decides how far the money goes:
-   * in about 31% of runs (computed exactly by dynamic programming over the
+   * Balance 50, 100 bets of 10 at once (a win pays 9). The coin decides how far the money goes:
+   * in about 22% of runs (computed exactly by dynamic programming over the
    * balance) all 100 bets are accepted, otherwise the balance drops below 10
    * and every bet after that is refused. The next test makes a refusal all but
    * certain; here we check what must hold either way.
@@ -673,15 +676,15 @@ t.test("makeCoinflipBet: 100 concurrent bets on one balance never overdraw it an
   t.ok(close(final.bankroll, initial.bankroll - sumNet), `final bankroll ${final.bankroll} = initial − Σnet`);
   t.same([final.bets, final.storedBets], [accepted.length, accepted.length], "bankroll.bets = stored bets = accepted bets");
   t.ok(close(final.wagered, 10 * accepted.length));
-  t.ok(close(final.expectedValue, 0.05 * accepted.length));
+  t.ok(close(final.expectedValue, 0.5 * accepted.length), "expected_value: (10 − 9) / 2 per bet");
 });
 
 t.test("makeCoinflipBet: many players on one bankroll at once: no deadlock, refusals when balances run out", async (t) => {
   /*
    * 8 players with balance 10 each, 25 bets of 10 each, all 200 sent at once:
    * every bet locks a balance then the shared bankroll. A player survives 25
-   * bets with probability 0.0806 (exact, by dynamic programming), so all 8 do
-   * with probability 1.8e-9: at least one refusal is certain in practice.
+   * bets with probability 0.0751 (exact, by dynamic programming), so all 8 do
+   * with probability 1.0e-9: at least one refusal is certain in practice.
    */
   const { players, currency } = await bettingTable({ casino: "sharedBankroll", players: 8, balance: 10, bankroll: 100_000 });
   const initialBankroll = (await books(players[0]!, currency)).bankroll;

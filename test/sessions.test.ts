@@ -118,7 +118,7 @@ t.test("operator money movements are ledgered; the ledger sums to every balance"
   const overdraw = await asOperator("mutation($i: HubBalanceChangeInput!) { hubDebitBalance(input: $i) { amount } }", { i: input(31) });
   t.match(overdraw.body.errors?.[0]?.message, /insufficient/i, "a debit beyond the balance is refused");
   const negative = await asOperator("mutation($i: HubBalanceChangeInput!) { hubCreditBalance(input: $i) { amount } }", { i: input(-5) });
-  t.match(negative.body.errors?.[0]?.message, /amount must be a finite number greater than 0; received -5/);
+  t.match(negative.body.errors?.[0], { message: /^amount must be a whole number of base units from 1 to 9007199254740991; received -5\./, extensions: { code: "INVALID_AMOUNT" } });
   const bankroll = await asOperator(`mutation { hubCreditBankroll(input: { casinoId: "${player.casinoId}", currencyKey: "HOUSE", amount: 1000, reason: "seed" }) { amount } }`);
   t.same(bankroll.body.errors, undefined);
 

@@ -183,7 +183,7 @@ t.test("startTestServer", async (t) => {
     await t.rejects(createPlayerBalance(server.dbPool, { ...key, currencyKey: "EUR", amount: 1 }), {
       message: /has no currency "EUR" \(it has "HOUSE"\).*createCurrency/,
     });
-    await t.rejects(createPlayerBalance(server.dbPool, { ...key, amount: -1 }), { name: "RangeError", message: /finite number ≥ 0; received -1/ });
+    await t.rejects(createPlayerBalance(server.dbPool, { ...key, amount: -1 }), { name: "RangeError", message: /whole number of base units ≥ 0 .*; received -1/ });
     await t.rejects(createPlayerBalance(server.dbPool, { ...key, amount: Number.NaN }), RangeError);
     await t.rejects(createPlayerBalance(server.dbPool, { ...key, userId: "01900000-0000-7000-8000-000000000000", amount: 1 }), /no user has the id/);
 

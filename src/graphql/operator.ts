@@ -18,9 +18,21 @@ function requireOperator(context: PluginContext): string {
   return `api_key:${context.identity.apiKeyId}`;
 }
 
-function positiveAmount(amount: number): number {
-  if (!Number.isFinite(amount) || amount <= 0) {
-    throw new GraphQLError(`amount must be a finite number greater than 0; received ${amount}.`, { extensions: { code: "BAD_USER_INPUT" } });
+/** The largest whole number a float8 (and a JavaScript number) holds exactly. */
+const MAX_AMOUNT = Number.MAX_SAFE_INTEGER;
+
+/**
+ * Amounts are whole base units of the currency (display_unit_scale says how
+ * many make one display unit): a fraction, 5e-324 or 1e300 would move nothing
+ * or more than anyone can count. The ledger functions refuse them too; this
+ * says so before any SQL, with a code clients can test.
+ */
+function wholeAmount(amount: number): number {
+  if (!Number.isSafeInteger(amount) || amount < 1) {
+    throw new GraphQLError(
+      `amount must be a whole number of base units from 1 to ${MAX_AMOUNT}; received ${amount}. Amounts are whole base units of the currency (display_unit_scale base units make one display unit).`,
+      { extensions: { code: "INVALID_AMOUNT" } },
+    );
   }
   return amount;
 }
@@ -35,6 +47,9 @@ function explainPgError(error: unknown): never {
     "22P02": "is malformed",
     P0001: "",
   };
+  if (e.code === "P0001" && e.constraint === "ledger_amount_whole") {
+    throw new GraphQLError(String(e.message), { extensions: { code: "INVALID_AMOUNT", sqlstate: e.code } });
+  }
   if (e.code && e.code in known) {
     const what = e.code === "P0001" ? e.message : `${e.detail ?? e.message} (${known[e.code]})`;
     throw new GraphQLError(String(what), { extensions: { code: "BAD_USER_INPUT", sqlstate: e.code } });
@@ -115,12 +130,14 @@ export const HubOperatorPlugin = extendSchema(
         userId: UUID!
         experienceId: UUID!
         currencyKey: String!
+        "Whole base units of the currency, from 1 to 9007199254740991."
         amount: Float!
         reason: String!
       }
       input HubBankrollChangeInput {
         casinoId: UUID!
         currencyKey: String!
+        "Whole base units of the currency, from 1 to 9007199254740991."
         amount: Float!
         reason: String!
       }
@@ -233,7 +250,7 @@ async function upsertAuth(client: Pick<import("pg").Pool, "query">, casinoId: st
 
 async function changeBalance(kind: "credit" | "debit", input: BalanceInput, context: PluginContext) {
   const actor = requireOperator(context);
-  const amount = positiveAmount(input.amount);
+  const amount = wholeAmount(input.amount);
   return guarded(async () => {
     const { rows } = await context.superuserPool.query<{ id: string; amount: number }>(
       `select b.id, b.amount from hub.user u,
@@ -249,7 +266,7 @@ async function changeBalance(kind: "credit" | "debit", input: BalanceInput, cont
 
 async function changeBankroll(sign: 1 | -1, input: BankrollInput, context: PluginContext) {
   const actor = requireOperator(context);
-  const amount = positiveAmount(input.amount);
+  const amount = wholeAmount(input.amount);
   return guarded(async () => {
     const { rows } = await context.superuserPool.query<{ id: string; amount: number }>(
       "select id, amount from hub_hidden.adjust_bankroll($1, $2, $3, $4, $5)",
