@@ -574,13 +574,21 @@ comment on constraint experience_casino_id_client_id_key on hub.experience is E'
 -- A user name as people read it: compatibility forms folded (NFKC: fullwidth
 -- letters, ligatures), white space and invisible format characters removed,
 -- ASCII case folded. Two names with the same key are the same name to a
--- reader, so a new playground name whose key is taken is refused.
-create function hub_hidden.uname_key(uname text) returns text
-language sql immutable strict parallel safe as $fn$
-  select lower(regexp_replace(normalize(uname, NFKC),
-    '[[:space:]\\u00AD\\u034F\\u061C\\u115F\\u1160\\u17B4\\u17B5\\u180B-\\u180F\\u200B-\\u200F\\u202A-\\u202E\\u2060-\\u206F\\u3164\\uFE00-\\uFE0F\\uFEFF\\uFFA0]',
-    '', 'g'))
-$fn$;
+-- reader, so a new playground name whose key is taken is refused. Unicode
+-- normalisation needs a UTF8 database; elsewhere only spaces and case fold.
+do $$ begin
+  if current_setting('server_encoding') = 'UTF8' then
+    create function hub_hidden.uname_key(uname text) returns text
+    language sql immutable strict parallel safe as $fn$
+      select lower(regexp_replace(normalize(uname, NFKC),
+        '[[:space:]\\u00AD\\u034F\\u061C\\u115F\\u1160\\u17B4\\u17B5\\u180B-\\u180F\\u200B-\\u200F\\u202A-\\u202E\\u2060-\\u206F\\u3164\\uFE00-\\uFE0F\\uFEFF\\uFFA0]',
+        '', 'g'))
+    $fn$;
+  else
+    create function hub_hidden.uname_key(uname text) returns text
+    language sql immutable strict parallel safe as $fn$ select lower(regexp_replace(uname, '[[:space:]]', '', 'g')) $fn$;
+  end if;
+end $$;
 create index user_uname_key on hub.user (casino_id, hub_hidden.uname_key(uname));
 `,
   },
