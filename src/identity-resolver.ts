@@ -19,7 +19,8 @@ import type { Identity, UserIdentity } from "./identity.js";
  * itself; the operator identity's apiKey is re-attached from the header at
  * each call, so no raw credential sits in the cache. Consequences:
  *  - revoking a session or an API key in the database takes effect after at
- *    most cacheTtlMs in this process (call clear() to make it immediate);
+ *    most cacheTtlMs in this process (call clear() to make it immediate, or
+ *    forgetSession() for one session, as hubLogout does);
  *  - a session's expired_at is honoured exactly: a cached session is refused
  *    from the instant it expires, whatever is left of the cache entry;
  *  - a flood of unknown credentials costs at most one query per distinct
