@@ -3,7 +3,7 @@ import { extendSchema, gql } from "graphile-utils";
 import type { PluginContext } from "../context.js";
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
-import { createSession, digest, ensureExperience, ensureUserAndExperience, PLAYGROUND_CASINO, DEFAULT_EXPERIENCE } from "../credentials.js";
+import { createSession, digest, ensureExperience, ensureUserAndExperience, PLAYGROUND_CASINO, DEFAULT_EXPERIENCE, USER_COLUMNS } from "../credentials.js";
 import { describeValue } from "../errors.js";
 import { forgetSessionLocally } from "../identity-resolver.js";
 import { CasinoTokenError, verifyCasinoToken } from "../casino-token.js";
@@ -184,14 +184,14 @@ async function insertNamed<T extends pg.QueryResultRow>(client: pg.PoolClient, s
 }
 
 async function playgroundUserByClientId(client: pg.PoolClient, casinoId: string, clientIdDigest: Buffer): Promise<DbUser> {
-  const select = "select id, casino_id, uname, created_at from hub.user where casino_id = $1 and client_id_digest = $2";
+  const select = `select ${USER_COLUMNS} from hub.user where casino_id = $1 and client_id_digest = $2`;
   for (let attempt = 0; attempt < 5; attempt++) {
     const found = await client.query<DbUser>(select, [casinoId, clientIdDigest]);
     if (found.rows[0]) return found.rows[0];
     // on conflict do nothing: a concurrent first call with the same id wins, this one then finds its row.
     const inserted = await insertNamed<DbUser>(
       client,
-      "insert into hub.user (casino_id, client_id_digest, uname) values ($1, $2, $3) on conflict do nothing returning id, casino_id, uname, created_at",
+      `insert into hub.user (casino_id, client_id_digest, uname) values ($1, $2, $3) on conflict do nothing returning ${USER_COLUMNS}`,
       [casinoId, clientIdDigest],
       "player",
     );
@@ -227,7 +227,7 @@ async function newPlaygroundUserNamed(client: pg.PoolClient, casinoId: string, u
   const inserted = taken.rows[0]
     ? undefined
     : (await client.query<DbUser>(
-        "insert into hub.user (casino_id, uname) values ($1, $2) on conflict do nothing returning id, casino_id, uname, created_at",
+        `insert into hub.user (casino_id, uname) values ($1, $2) on conflict do nothing returning ${USER_COLUMNS}`,
         [casinoId, uname],
       )).rows[0];
   if (!inserted) {
