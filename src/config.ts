@@ -13,7 +13,7 @@ export interface HubConfig {
   logLevel: LogLevel;
   /** Absolute path; holds the embedded database when no URL is set. */
   dataDir: string;
-  /** hubCreatePlaygroundSession in the schema: on by default with the embedded database. */
+  /** hubCreatePlaygroundSession in the schema: on by default with the embedded database, outside production. */
   playground: boolean;
   /** GraphQL introspection: on by default outside production. */
   introspection: boolean;
@@ -98,6 +98,7 @@ export function readConfig(env: Env = process.env): HubConfig {
     logLevel: oneOf("LOG_LEVEL", env.LOG_LEVEL, LOG_LEVELS, nodeEnv === "test" ? "warn" : "info"),
     dataDir: path.resolve(dataDir !== "" ? dataDir : ".hub"),
     introspection: oneOf("HUB_INTROSPECTION", env.HUB_INTROSPECTION, ["on", "off"] as const, nodeEnv === "production" ? "off" : "on") === "on",
-    playground: oneOf("HUB_PLAYGROUND", env.HUB_PLAYGROUND, ["on", "off", "auto"] as const, "auto") === "auto" ? databaseUrl === undefined : env.HUB_PLAYGROUND === "on",
+    // Anyone can mint playground players: never on in production unless asked for.
+    playground: oneOf("HUB_PLAYGROUND", env.HUB_PLAYGROUND, ["on", "off", "auto"] as const, "auto") === "auto" ? databaseUrl === undefined && nodeEnv !== "production" : env.HUB_PLAYGROUND === "on",
   };
 }

@@ -23,6 +23,9 @@ export function digest(token: string): Buffer {
 export const PLAYGROUND_CASINO = "playground";
 export const DEFAULT_EXPERIENCE = "default";
 
+/** The columns of DbUser: never the playground client id's digest. */
+export const USER_COLUMNS = "id, casino_id, uname, created_at";
+
 /** Any pg.Pool, pg.Client or pg.PoolClient: each statement here stands alone. */
 type Queryable = Pick<pg.Pool, "query">;
 
@@ -134,17 +137,22 @@ export async function ensureUserAndExperience(
 ): Promise<{ user: DbUser; experience: DbExperience }> {
   const user = await getOrCreate<DbUser>(
     pool,
-    "select * from hub.user where casino_id = $1 and uname = $2",
-    "insert into hub.user (casino_id, uname) values ($1, $2) on conflict (casino_id, uname) do nothing returning *",
+    `select ${USER_COLUMNS} from hub.user where casino_id = $1 and uname = $2`,
+    `insert into hub.user (casino_id, uname) values ($1, $2) on conflict (casino_id, uname) do nothing returning ${USER_COLUMNS}`,
     [input.casinoId, input.uname],
     `user ${JSON.stringify(input.uname)}`,
   );
-  const experience = await getOrCreate<DbExperience>(
+  const experience = await ensureExperience(pool, input);
+  return { user, experience };
+}
+
+/** The experience of a casino known by id, created when missing. */
+export function ensureExperience(pool: Queryable, input: { casinoId: string; experienceName: string }): Promise<DbExperience> {
+  return getOrCreate<DbExperience>(
     pool,
     "select * from hub.experience where casino_id = $1 and name = $2",
     "insert into hub.experience (casino_id, name) values ($1, $2) on conflict (casino_id, name) do nothing returning *",
     [input.casinoId, input.experienceName],
     `experience ${JSON.stringify(input.experienceName)}`,
   );
-  return { user, experience };
 }

@@ -19,7 +19,8 @@ import type { Identity, UserIdentity } from "./identity.js";
  * itself; the operator identity's apiKey is re-attached from the header at
  * each call, so no raw credential sits in the cache. Consequences:
  *  - revoking a session or an API key in the database takes effect after at
- *    most cacheTtlMs in this process (call clear() to make it immediate);
+ *    most cacheTtlMs in this process (call clear() to make it immediate, or
+ *    forgetSession() for one session, as hubLogout does);
  *  - a session's expired_at is honoured exactly: a cached session is refused
  *    from the instant it expires, whatever is left of the cache entry;
  *  - a flood of unknown credentials costs at most one query per distinct
@@ -37,6 +38,29 @@ export interface IdentityResolver {
   resolve(header: string | undefined): Promise<Identity | undefined>;
   /** Forget every cached answer, e.g. right after revoking a credential. */
   clear(): void;
+  /**
+   * Forget what is cached for one session, at once: its revocation must not
+   * wait for the notification (or the TTL) on the instance that revoked it.
+   */
+  forgetSession(sessionId: string): void;
+}
+
+/**
+ * Every resolver of this process, so code that revokes a session (hubLogout,
+ * which sees only its GraphQL context) can drop it from the caches here
+ * before answering. Session ids are UUIDs, unique across databases, so
+ * telling a resolver of another hub is harmless. Weak references: a resolver
+ * of a stopped server is not kept alive by this.
+ */
+const liveResolvers = new Set<WeakRef<IdentityResolver>>();
+
+/** Drop a revoked session from the cache of every identity resolver of this process. */
+export function forgetSessionLocally(sessionId: string): void {
+  for (const ref of liveResolvers) {
+    const resolver = ref.deref();
+    if (resolver) resolver.forgetSession(sessionId);
+    else liveResolvers.delete(ref);
+  }
 }
 
 export interface IdentityResolverOptions {
@@ -177,7 +201,7 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
     return { kind: "user", user: { ...found.user }, sessionId: found.session.id, session: { ...found.session } };
   }
 
-  return {
+  const resolver: IdentityResolver = {
     async resolve(header) {
       const parsed = parseAuthorization(header);
       if (!parsed) return undefined;
@@ -211,5 +235,16 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
       invalid.clear();
       inFlight.clear();
     },
+    forgetSession(sessionId) {
+      // A lookup already under way may have read the session before it was
+      // revoked: it must neither fill the cache nor be joined by new requests.
+      generation++;
+      inFlight.clear();
+      for (const [cacheKey, entry] of valid) {
+        if (entry.found?.kind === "user" && entry.found.session.id === sessionId) valid.delete(cacheKey);
+      }
+    },
   };
+  liveResolvers.add(new WeakRef(resolver));
+  return resolver;
 }

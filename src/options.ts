@@ -40,7 +40,7 @@ export interface ServerOptions {
    * this is the bound when that connection is down.
    */
   identityCacheTtlMs?: number;
-  /** hubCreatePlaygroundSession in the schema (default: HUB_PLAYGROUND, else on with the embedded database). */
+  /** hubCreatePlaygroundSession in the schema (default: HUB_PLAYGROUND, else on with the embedded database outside production). */
   playground?: boolean;
   /** Deepest selection nesting accepted (default 16). */
   maxQueryDepth?: number;

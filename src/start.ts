@@ -154,6 +154,9 @@ export async function startAndListen(
     const port = typeof address === "object" && address ? address.port : config.port;
     const displayHost = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host.includes(":") ? `[${config.host}]` : config.host;
     const url = `http://${displayHost}:${port}`;
+    if (config.playground && config.nodeEnv === "production") {
+      log.warn("the playground is on in production: anyone can create players and sessions with hubCreatePlaygroundSession (HUB_PLAYGROUND=off or playground: false turns it off)");
+    }
     log.info({ url: `${url}/graphql`, dataDir: embedded ? config.dataDir : undefined }, `hub listening on ${url}/graphql`);
 
     let stopping: Promise<void> | undefined;

@@ -17,7 +17,7 @@
 import "./prelude.js";
 import { print, type DocumentNode } from "graphql";
 import pg from "pg";
-import { createApiKey, createSession } from "./credentials.js";
+import { createApiKey, createSession, USER_COLUMNS } from "./credentials.js";
 import { endPool } from "./db/database.js";
 import type { DbBalance, DbBankroll, DbCasino, DbCurrency, DbExperience, DbUser } from "./db/types.js";
 import { createLogger } from "./logger.js";
@@ -261,7 +261,7 @@ export async function createExperience(pool: Queryable, input: { casinoId: strin
 }
 
 export async function createPlayer(pool: Queryable, input: { casinoId: string; uname: string }): Promise<DbUser> {
-  const { rows } = await pool.query<DbUser>("insert into hub.user (casino_id, uname) values ($1, $2) returning *", [input.casinoId, input.uname]);
+  const { rows } = await pool.query<DbUser>(`insert into hub.user (casino_id, uname) values ($1, $2) returning ${USER_COLUMNS}`, [input.casinoId, input.uname]);
   return rows[0]!;
 }
 

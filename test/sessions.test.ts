@@ -6,6 +6,9 @@ import { startAndListen, type RunningServer } from "@hubpkg/hub";
 import { gql } from "./helpers/http.js";
 import { makeOperator, makePlayer, withPool } from "./helpers/credentials.js";
 import { tmpDir } from "./helpers/tmp.js";
+import { dumpDatabase, findSecret, sha256 } from "./helpers/secrets.js";
+import { createPlayer, startTestServer } from "@hubpkg/hub/test";
+import { randomUUID } from "node:crypto";
 
 let hub: RunningServer;
 let dataDir: string;
@@ -144,6 +147,31 @@ t.test("hubLogout revokes the current session", async (t) => {
   t.same((await gql(hub.url, "mutation { hubLogout { success } }")).body, { data: { hubLogout: { success: false } } }, "without a session: nothing to revoke");
 });
 
+t.test("hubLogout: the token stops working on this instance at once, without the notification or the cache TTL", async (t) => {
+  // A 60 s identity cache and no revocation notifications (the trigger that
+  // sends them is disabled in this test's own database): only the local
+  // revocation hubLogout does itself can make the next request fail.
+  const server = await startTestServer({ identityCacheTtlMs: 60_000, logLevel: "silent" });
+  t.teardown(() => server.stop());
+  await server.dbPool.query("alter table hub.session disable trigger session_credentials_changed");
+  const user = await createPlayer(server.dbPool, { casinoId: server.playgroundCasinoId, uname: "logout-local" });
+  const experience = (await server.dbPool.query<{ id: string }>("select id from hub.experience where casino_id = $1 and name = 'default'", [server.playgroundCasinoId])).rows[0]
+    ?? (await server.dbPool.query<{ id: string }>("insert into hub.experience (casino_id, name) values ($1, 'default') returning id", [server.playgroundCasinoId])).rows[0]!;
+  for (let i = 0; i < 3; i++) {
+    const { token } = await server.authenticate(user.id, experience.id);
+    const header = { authorization: `session:${token}` };
+    t.same((await gql(server.url, "{ hubCurrentUser { uname } }", {}, header)).body, { data: { hubCurrentUser: { uname: "logout-local" } } }, "cached as valid");
+    t.same((await gql(server.url, "mutation { hubLogout { success } }", {}, header)).body, { data: { hubLogout: { success: true } } });
+    t.same((await gql(server.url, "{ hubCurrentUser { uname } }", {}, header)).body, { data: { hubCurrentUser: null } }, "refused by the next request");
+  }
+  // The control: without hubLogout, a session revoked in SQL is still served from the 60 s cache here.
+  const { token } = await server.authenticate(user.id, experience.id);
+  const header = { authorization: `session:${token}` };
+  t.same((await gql(server.url, "{ hubCurrentUser { uname } }", {}, header)).body.data, { hubCurrentUser: { uname: "logout-local" } });
+  await server.dbPool.query("update hub.session set revoked_at = now() where token_digest = $1", [sha256(token)]);
+  t.same((await gql(server.url, "{ hubCurrentUser { uname } }", {}, header)).body.data, { hubCurrentUser: { uname: "logout-local" } }, "control: nothing else evicts the cached session in this setup");
+});
+
 t.test("playground sessions: on with the embedded database, 1000 HOUSE to start", async (t) => {
   const res = await gql(hub.url, `mutation { hubCreatePlaygroundSession(input: { uname: "newbie" }) { sessionToken user { uname } } }`);
   t.same(res.body.errors, undefined);
@@ -151,8 +179,14 @@ t.test("playground sessions: on with the embedded database, 1000 HOUSE to start"
   const me = await gql(hub.url, "{ hubCurrentCasino { name isPlayground } allHubBalances { nodes { amount currencyKey } } }", {}, { authorization: `session:${token}` });
   t.same(me.body.data, { hubCurrentCasino: { name: "playground", isPlayground: true }, allHubBalances: { nodes: [{ amount: 1000, currencyKey: "HOUSE" }] } });
   const second = await gql(hub.url, `mutation { hubCreatePlaygroundSession(input: { uname: "newbie" }) { sessionToken } }`);
-  const token2 = (second.body.data as any).hubCreatePlaygroundSession.sessionToken as string;
-  const me2 = await gql(hub.url, "{ allHubBalances { nodes { amount } } }", {}, { authorization: `session:${token2}` });
+  t.match(second.body, { data: null, errors: [{ extensions: { code: "UNAME_TAKEN" } }] }, "the uname form never returns an existing player");
+
+  const byId = `mutation($id: UUID!) { hubCreatePlaygroundSession(input: { userClientId: $id }) { sessionToken user { id } } }`;
+  const id = randomUUID();
+  const first = (await gql(hub.url, byId, { id })).body.data as any;
+  const again = (await gql(hub.url, byId, { id })).body.data as any;
+  t.equal(again.hubCreatePlaygroundSession.user.id, first.hubCreatePlaygroundSession.user.id, "the same client id is the same player");
+  const me2 = await gql(hub.url, "{ allHubBalances { nodes { amount } } }", {}, { authorization: `session:${again.hubCreatePlaygroundSession.sessionToken}` });
   t.same(me2.body.data, { allHubBalances: { nodes: [{ amount: 1000 }] } }, "a returning player is not credited again");
   const bankroll = await withPool(hub.superuserDatabaseUrl, (pool) => pool.query("select b.amount from hub.bankroll b join hub.casino c on c.id = b.casino_id where c.name = 'playground' and b.currency_key = 'HOUSE'"));
   t.equal(bankroll.rowCount, 1, "a house bankroll for HOUSE exists");
@@ -168,17 +202,20 @@ t.test("playground off: the field is absent", async (t) => {
 t.test("no token or key is stored in the database, only digests", async (t) => {
   const player = await makePlayer(hub.superuserDatabaseUrl, "dumped");
   const key = await makeOperator(hub.superuserDatabaseUrl);
-  const dump = await withPool(hub.superuserDatabaseUrl, async (pool) => {
-    const tables = await pool.query<{ t: string }>(
-      "select format('%I.%I', schemaname, tablename) as t from pg_tables where schemaname not in ('pg_catalog', 'information_schema')",
-    );
-    let text = "";
-    for (const { t: table } of tables.rows) text += (await pool.query(`select coalesce(string_agg(x::text, E'\\n'), '') as s from ${table} x`)).rows[0].s;
-    return text;
-  });
-  t.ok(dump.length > 1000, "the dump has content");
-  t.notOk(dump.includes(player.token), "no session token");
-  t.notOk(dump.includes(key.key), "no API key");
+  const clientId = randomUUID();
+  const playground = await gql(hub.url, `mutation($id: UUID!) { hubCreatePlaygroundSession(input: { userClientId: $id }) { sessionToken } }`, { id: clientId });
+  const playgroundToken = (playground.body.data as any).hubCreatePlaygroundSession.sessionToken as string;
+  const dump = await withPool(hub.superuserDatabaseUrl, (pool) => dumpDatabase(pool));
+  t.ok(dump.tables.includes("hub.session") && dump.tables.includes("hub.api_key") && dump.tables.includes("hub_secret.migration"), "every schema's tables were read");
+  for (const [name, secret] of [["session token", player.token], ["API key", key.key], ["playground session token", playgroundToken], ["playground client id", clientId]] as const) {
+    t.same(findSecret(dump, secret), [], `no ${name}, in any form`);
+    t.not(findSecret(dump, sha256(secret)).length, 0, `control: the ${name}'s SHA-256 (computed here) is found, as bytes`);
+  }
+  const stored = await withPool(hub.superuserDatabaseUrl, async (pool) => ({
+    session: (await pool.query("select token_digest from hub.session where id = $1", [player.sessionId])).rows[0].token_digest as Buffer,
+    key: (await pool.query("select key_digest from hub.api_key where id = $1", [key.id])).rows[0].key_digest as Buffer,
+  }));
+  t.same(stored, { session: sha256(player.token), key: sha256(key.key) }, "each stored digest is the SHA-256 of its credential");
 });
 
 t.test("API key use is stamped in last_used_at without a write per request", async (t) => {

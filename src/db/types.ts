@@ -19,6 +19,8 @@ export interface DbExperience {
   casino_id: string;
   name: string;
   created_at: Date;
+  /** The id a playground client chose for it (hubCreatePlaygroundSession); null otherwise. */
+  client_id: string | null;
 }
 
 export interface DbSession {

@@ -1,7 +1,11 @@
 import { GraphQLError } from "graphql";
 import { extendSchema, gql } from "graphile-utils";
 import type { PluginContext } from "../context.js";
-import { createSession, ensureUserAndExperience, PLAYGROUND_CASINO, DEFAULT_EXPERIENCE } from "../credentials.js";
+import { randomBytes } from "node:crypto";
+import type pg from "pg";
+import { createSession, digest, ensureExperience, ensureUserAndExperience, PLAYGROUND_CASINO, DEFAULT_EXPERIENCE, USER_COLUMNS } from "../credentials.js";
+import { describeValue } from "../errors.js";
+import { forgetSessionLocally } from "../identity-resolver.js";
 import { CasinoTokenError, verifyCasinoToken } from "../casino-token.js";
 import { withPgPoolTransaction } from "../db/pools.js";
 import type { DbCasino, DbExperience, DbUser } from "../db/types.js";
@@ -89,6 +93,9 @@ export const HubSessionPlugin = extendSchema(
             "update hub.session set revoked_at = now() where id = $1 and revoked_at is null",
             [context.identity.sessionId],
           );
+          // Refused here from now on; other instances hear of it through the
+          // notification the update's trigger sent when it committed.
+          forgetSessionLocally(context.identity.sessionId);
           return { success: rowCount === 1, sessionId: context.identity.sessionId };
         },
       },
@@ -100,33 +107,182 @@ export const HubSessionPlugin = extendSchema(
 /**
  * hubCreatePlaygroundSession: a player for development and demos, in the
  * playground casino, with 1 000 HOUSE to play with. Only in the schema when
- * the playground is on (README: HUB_PLAYGROUND).
+ * the playground is on (README: Playground).
+ *
+ * Anyone may call it, so it must never hand out a session for a player the
+ * caller has not proved to be. Two forms:
+ *  - { userClientId, experienceClientId? }: the client generated the id once
+ *    and keeps it; the same id is the same player again, a new id a new
+ *    player. Only the id's SHA-256 digest is stored (hub.user.client_id_digest),
+ *    so the id works like a password that nobody can read back.
+ *  - { uname }: always a NEW player with that name; a name already taken in
+ *    the playground casino (compared as a reader would: case, white space,
+ *    compatibility forms) is refused with UNAME_TAKEN.
  */
+interface PlaygroundInput {
+  userClientId?: string | null;
+  experienceClientId?: string | null;
+  uname?: string | null;
+}
+
+/** Names of the uname form: plain ASCII, so no two distinct names look alike through case or Unicode tricks. */
+const PLAYGROUND_UNAME = /^[A-Za-z0-9_.-]{1,50}$/;
+
+const badInput = (message: string) => new GraphQLError(message, { extensions: { code: "BAD_USER_INPUT" } });
+
+/** The UUID as lower-case hex with hyphens, whatever form the UUID scalar accepted. */
+function canonicalUuid(field: string, value: string): string {
+  const hex = value.replace(/-/g, "").toLowerCase();
+  if (!/^[0-9a-f]{32}$/.test(hex)) throw badInput(`${field} must be a UUID; received ${describeValue(value)}.`);
+  if (/^(0{32}|f{32})$/.test(hex)) {
+    throw badInput(`${field} must be a random UUID the client generated and keeps (e.g. crypto.randomUUID()); received the ${hex[0] === "0" ? "nil" : "max"} UUID, which anyone can guess.`);
+  }
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+type Form = { kind: "client"; userClientId: string; experienceClientId: string | undefined } | { kind: "uname"; uname: string };
+
+function parsePlaygroundInput(input: PlaygroundInput): Form {
+  const has = (v: unknown) => v !== undefined && v !== null;
+  const given = Object.entries(input).filter(([, v]) => has(v)).map(([k]) => k);
+  const expected = "either { userClientId, experienceClientId } (experienceClientId optional) or { uname }";
+  if (has(input.uname)) {
+    if (given.length > 1) throw badInput(`hubCreatePlaygroundSession takes ${expected}, not both; received ${given.join(", ")}.`);
+    // Trimmed of white space only; anything else must be exactly the name.
+    const uname = input.uname!.trim();
+    if (!PLAYGROUND_UNAME.test(uname)) {
+      throw badInput(
+        `uname must be 1 to 50 characters of A-Z, a-z, 0-9, "_", "-" or "."; received ${describeValue(input.uname)}. ` +
+          "To come back as the same player later, use userClientId instead.",
+      );
+    }
+    return { kind: "uname", uname };
+  }
+  if (!has(input.userClientId)) {
+    throw badInput(`hubCreatePlaygroundSession takes ${expected}; received ${given.length ? given.join(", ") : "neither"}.`);
+  }
+  return {
+    kind: "client",
+    userClientId: canonicalUuid("userClientId", input.userClientId!),
+    experienceClientId: has(input.experienceClientId) ? canonicalUuid("experienceClientId", input.experienceClientId!) : undefined,
+  };
+}
+
+/** A name nobody chose: the client id must not show in it, since others may see names. */
+function generatedName(prefix: string): string {
+  return `${prefix}-${randomBytes(6).toString("hex")}`;
+}
+
+/**
+ * Insert with a generated name (the last parameter). No row back means a
+ * concurrent request inserted the same client id first, or (1 in 2^48) the
+ * name clashed: the caller looks again and, if still absent, draws again.
+ */
+async function insertNamed<T extends pg.QueryResultRow>(client: pg.PoolClient, sql: string, params: unknown[], prefix: string): Promise<T | undefined> {
+  const { rows } = await client.query<T>(sql, [...params, generatedName(prefix)]);
+  return rows[0];
+}
+
+async function playgroundUserByClientId(client: pg.PoolClient, casinoId: string, clientIdDigest: Buffer): Promise<DbUser> {
+  const select = `select ${USER_COLUMNS} from hub.user where casino_id = $1 and client_id_digest = $2`;
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const found = await client.query<DbUser>(select, [casinoId, clientIdDigest]);
+    if (found.rows[0]) return found.rows[0];
+    // on conflict do nothing: a concurrent first call with the same id wins, this one then finds its row.
+    const inserted = await insertNamed<DbUser>(
+      client,
+      `insert into hub.user (casino_id, client_id_digest, uname) values ($1, $2, $3) on conflict do nothing returning ${USER_COLUMNS}`,
+      [casinoId, clientIdDigest],
+      "player",
+    );
+    if (inserted) return inserted;
+  }
+  throw new Error("hubCreatePlaygroundSession: the player was neither found nor created after 5 attempts");
+}
+
+async function playgroundExperienceByClientId(client: pg.PoolClient, casinoId: string, clientId: string): Promise<DbExperience> {
+  const select = "select id, casino_id, name, created_at, client_id from hub.experience where casino_id = $1 and client_id = $2";
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const found = await client.query<DbExperience>(select, [casinoId, clientId]);
+    if (found.rows[0]) return found.rows[0];
+    const inserted = await insertNamed<DbExperience>(
+      client,
+      "insert into hub.experience (casino_id, client_id, name) values ($1, $2, $3) on conflict do nothing returning id, casino_id, name, created_at, client_id",
+      [casinoId, clientId],
+      "experience",
+    );
+    if (inserted) return inserted;
+  }
+  throw new Error("hubCreatePlaygroundSession: the experience was neither found nor created after 5 attempts");
+}
+
+/** A new player of the uname form; UNAME_TAKEN when a player of the casino already has that name as a reader sees it. */
+async function newPlaygroundUserNamed(client: pg.PoolClient, casinoId: string, uname: string): Promise<DbUser> {
+  // Two concurrent requests for "Bob" and "bob" must not both pass the check below.
+  await client.query("select pg_advisory_xact_lock(hashtextextended('hub:playground-uname:' || $1::text || ':' || hub_hidden.uname_key($2), 0))", [casinoId, uname]);
+  const taken = await client.query<{ uname: string }>(
+    "select uname from hub.user where casino_id = $1 and hub_hidden.uname_key(uname) = hub_hidden.uname_key($2) limit 1",
+    [casinoId, uname],
+  );
+  const inserted = taken.rows[0]
+    ? undefined
+    : (await client.query<DbUser>(
+        `insert into hub.user (casino_id, uname) values ($1, $2) on conflict do nothing returning ${USER_COLUMNS}`,
+        [casinoId, uname],
+      )).rows[0];
+  if (!inserted) {
+    throw new GraphQLError(
+      `The playground name ${describeValue(uname)} is taken${taken.rows[0] && taken.rows[0].uname !== uname ? " (names differing only in case, spacing or character forms are the same name)" : ""}: ` +
+        "the uname form only creates new players. Choose another name, or use userClientId to come back as the same player.",
+      { extensions: { code: "UNAME_TAKEN" } },
+    );
+  }
+  return inserted;
+}
+
 export const HubPlaygroundPlugin = extendSchema(
   () => ({
     typeDefs: gql`
+      """
+      Exactly one form: { userClientId, experienceClientId } (the same userClientId is the same
+      player again) or { uname } (always a new player; UNAME_TAKEN when the name is taken).
+      """
       input HubCreatePlaygroundSessionInput {
-        uname: String!
+        "A random UUID the client generated once (crypto.randomUUID()) and keeps secret: it is the player's only proof of identity."
+        userClientId: UUID
+        "A UUID that picks (or creates) a playground experience; default: the experience named default."
+        experienceClientId: UUID
+        "Create a NEW player with this name (A-Z, a-z, 0-9, _ - ., at most 50); refused with UNAME_TAKEN when taken."
+        uname: String
       }
       extend type Mutation {
-        "Create (or reuse) a playground player and give it a new session; a new player starts with 1000 HOUSE."
+        "A session for a playground player: the one of userClientId (created on first use), or a new one named uname. A player new to an experience starts with 1000 HOUSE there."
         hubCreatePlaygroundSession(input: HubCreatePlaygroundSessionInput!): HubSessionPayload!
       }
     `,
     resolvers: {
       Mutation: {
-        async hubCreatePlaygroundSession(_parent: unknown, args: { input: { uname: string } }, context: PluginContext) {
-          const uname = args.input.uname.trim();
-          if (uname.length < 1 || uname.length > 200) {
-            throw new GraphQLError(`uname must be 1 to 200 characters; received ${uname.length}.`, { extensions: { code: "BAD_USER_INPUT" } });
-          }
+        async hubCreatePlaygroundSession(_parent: unknown, args: { input: PlaygroundInput }, context: PluginContext) {
+          const form = parsePlaygroundInput(args.input);
           return withPgPoolTransaction(context.superuserPool, async (client) => {
             const { rows } = await client.query<DbCasino>("select * from hub.casino where name = $1 and is_playground", [PLAYGROUND_CASINO]);
             const casino = rows[0];
-            if (!casino) throw new GraphQLError("The playground casino is missing from the database.");
-            const existed = await client.query("select 1 from hub.user where casino_id = $1 and uname = $2", [casino.id, uname]);
-            const { user, experience } = await ensureUserAndExperience(client, { casinoId: casino.id, uname, experienceName: DEFAULT_EXPERIENCE });
-            if (existed.rowCount === 0) {
+            if (!casino) throw new Error("The playground casino is missing from the database.");
+            const user =
+              form.kind === "uname"
+                ? await newPlaygroundUserNamed(client, casino.id, form.uname)
+                : await playgroundUserByClientId(client, casino.id, digest(form.userClientId));
+            const experience =
+              form.kind === "client" && form.experienceClientId !== undefined
+                ? await playgroundExperienceByClientId(client, casino.id, form.experienceClientId)
+                : await ensureExperience(client, { casinoId: casino.id, experienceName: DEFAULT_EXPERIENCE });
+            // Serialises concurrent first calls of one player, so the starting balance is credited once.
+            await client.query("select 1 from hub.user where id = $1 for update", [user.id]);
+            const balance = await client.query(
+              "select 1 from hub.balance where user_id = $1 and experience_id = $2 and currency_key = 'HOUSE'",
+              [user.id, experience.id],
+            );
+            if (balance.rowCount === 0) {
               await client.query("select hub_hidden.ensure_bankroll($1, 'HOUSE', $2, 'playground: initial house bankroll')", [casino.id, PLAYGROUND_BANKROLL]);
               await client.query(
                 "select hub_hidden.credit_balance($1, $2, $3, 'HOUSE', $4, 'playground', 'playground starting balance')",
