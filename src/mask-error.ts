@@ -12,7 +12,7 @@
  * would otherwise silently become `LIMIT 0`, because one extra row is fetched
  * to compute hasNextPage).
  */
-import { GraphQLError, type ASTVisitor, type ValidationContext, type ValidationRule } from "graphql";
+import { GraphQLError, Kind, type ASTNode, type ASTVisitor, type ObjectFieldNode, type ValidationContext, type ValidationRule } from "graphql";
 import { lambda, SafeError, type FieldArg } from "grafast";
 import type { Logger } from "./logger.js";
 
@@ -172,11 +172,15 @@ export function findNul(value: unknown, at: string): string | undefined {
 
 /** String literals of the document (arguments, defaults, list and object values). */
 const noNulLiteralsRule: ValidationRule = (context: ValidationContext): ASTVisitor => ({
-  StringValue(node) {
+  StringValue(node, _key, parent, _path, ancestors) {
     if (!node.value.includes("\u0000")) return;
     const arg = context.getArgument();
     const field = context.getFieldDef();
-    const where = arg && field ? `the value of argument "${arg.name}" of field "${field.name}"` : "a string in the document";
+    // The input fields on the way from the argument to this string: "input.currency".
+    const inner: string[] = [];
+    for (const a of [...ancestors, parent]) if (a && !Array.isArray(a) && (a as ASTNode).kind === Kind.OBJECT_FIELD) inner.push((a as ObjectFieldNode).name.value);
+    const at = arg && inner.length ? ` (at ${[arg.name, ...inner].join(".")})` : "";
+    const where = arg && field ? `the value of argument "${arg.name}"${at} of field "${field.name}"` : "a string in the document";
     context.reportError(
       new GraphQLError(`${where[0]!.toUpperCase()}${where.slice(1)} contains a NUL character (\\u0000), which the database cannot store.`, {
         nodes: [node],

@@ -236,7 +236,7 @@ t.test("client input the database would refuse: negative pagination, NUL charact
   const nul = await gql(hub.url, 'mutation { makeCoinflipBet(input: { wager: 1, currency: "HO\\u0000USE", side: HEADS }) { balance } }', {}, player.header);
   t.equal(nul.status, 400);
   t.same(nul.body.errors?.map((e) => [e.message, e.extensions?.code]), [
-    ['The value of argument "input" of field "makeCoinflipBet" contains a NUL character (\\u0000), which the database cannot store.', "BAD_USER_INPUT"],
+    ['The value of argument "input" (at input.currency) of field "makeCoinflipBet" contains a NUL character (\\u0000), which the database cannot store.', "BAD_USER_INPUT"],
   ]);
 });
 
