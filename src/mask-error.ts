@@ -152,19 +152,55 @@ export function maskClientInputError(error: GraphQLError, original: unknown, log
 
 // --------------------------------------------------------- before the database
 
-/** Where in a JSON value the first NUL character is ("input.uname", "ids[2]"), or undefined. */
-export function findNul(value: unknown, at: string): string | undefined {
-  if (typeof value === "string") return value.includes("\u0000") ? at : undefined;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = findNul(value[i], `${at}[${i}]`);
-      if (found) return found;
+/** Whether a JSON value holds a NUL character in any string or key (iterative: nesting can be deep). */
+function hasNul(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === "string") {
+      if (v.includes("\u0000")) return true;
+    } else if (Array.isArray(v)) {
+      for (const item of v) stack.push(item);
+    } else if (v && typeof v === "object") {
+      for (const key in v) {
+        if (key.includes("\u0000")) return true;
+        stack.push((v as Record<string, unknown>)[key]);
+      }
     }
-  } else if (value && typeof value === "object") {
-    for (const [key, inner] of Object.entries(value)) {
-      if (key.includes("\u0000")) return `${at}.${JSON.stringify(key)}`;
-      const found = findNul(inner, `${at}.${key}`);
-      if (found) return found;
+  }
+  return false;
+}
+
+/**
+ * Where in a JSON value the first NUL character is ("input.uname", "ids[2]"),
+ * or undefined. The common case (none) costs one walk without bookkeeping.
+ */
+export function findNul(value: unknown, at: string): string | undefined {
+  if (!hasNul(value)) return undefined;
+  // Found: walk again, spelling out the path (each node: its parent's index and its own key).
+  const parents: number[] = [-1];
+  const keys: string[] = [at];
+  const stack: [unknown, number][] = [[value, 0]];
+  const pathOf = (index: number, last = ""): string => {
+    let path = last;
+    for (let i = index; i >= 0; i = parents[i]!) path = keys[i]! + path;
+    return path;
+  };
+  while (stack.length > 0) {
+    const [v, index] = stack.pop()!;
+    if (typeof v === "string") {
+      if (v.includes("\u0000")) return pathOf(index);
+    } else if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--) {
+        stack.push([v[i], keys.push(`[${i}]`) - 1]);
+        parents.push(index);
+      }
+    } else if (v && typeof v === "object") {
+      for (const [key, inner] of Object.entries(v).reverse()) {
+        if (key.includes("\u0000")) return pathOf(index, `.${JSON.stringify(key)}`);
+        stack.push([inner, keys.push(`.${key}`) - 1]);
+        parents.push(index);
+      }
     }
   }
   return undefined;
