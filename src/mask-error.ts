@@ -13,7 +13,7 @@
  * to compute hasNextPage).
  */
 import { GraphQLError, Kind, type ASTNode, type ASTVisitor, type ObjectFieldNode, type ValidationContext, type ValidationRule } from "graphql";
-import { lambda, SafeError, type FieldArg } from "grafast";
+import { isPromiseLike, lambda, SafeError, type FieldArg } from "grafast";
 import type { Logger } from "./logger.js";
 
 /** Codes of client errors raised from database refusals (README: Errors). */
@@ -226,6 +226,55 @@ const noNulLiteralsRule: ValidationRule = (context: ValidationContext): ASTVisit
   },
 });
 
+/** A copy of a GraphQL error with this code, unless it has one. */
+function withCode(error: GraphQLError, code: string): GraphQLError {
+  if (typeof error.extensions?.code === "string") return error;
+  return new GraphQLError(error.message, {
+    nodes: error.nodes,
+    source: error.source,
+    positions: error.positions,
+    path: error.path,
+    originalError: error.originalError,
+    extensions: { ...error.extensions, code },
+  });
+}
+
+/**
+ * A validation rule whose errors carry GRAPHQL_VALIDATION_FAILED unless they
+ * have a code of their own (graphql-js's rules give none).
+ */
+function withValidationCode(rule: ValidationRule): ValidationRule {
+  return (context) => {
+    const coded = Object.create(context, {
+      reportError: { value: (error: GraphQLError) => context.reportError(withCode(error, "GRAPHQL_VALIDATION_FAILED")) },
+    }) as ValidationContext;
+    return rule(coded);
+  };
+}
+
+/**
+ * Errors graphql-js raises before execution starts, about the request's
+ * variables or operation name: the result has no data, and the messages are
+ * graphql-js's own.
+ */
+function codeRequestErrors<R>(result: R): R {
+  const r = result as { data?: unknown; errors?: readonly GraphQLError[] } | null;
+  if (!r || typeof r !== "object" || "data" in r || !Array.isArray(r.errors)) return result;
+  let changed = false;
+  const errors = r.errors.map((error) => {
+    if (!(error instanceof GraphQLError)) return error;
+    const code = /^Variable "\$/.test(error.message)
+      ? "BAD_USER_INPUT"
+      : /^(Unknown operation named|Must provide operation name|Must provide an operation)/.test(error.message)
+        ? "OPERATION_RESOLUTION_FAILURE"
+        : undefined;
+    if (!code) return error;
+    changed = true;
+    return withCode(error, code);
+  });
+  return changed ? ({ ...r, errors } as R) : result;
+}
+
 const PAGINATION_ARGS = ["first", "last", "offset"] as const;
 
 function nonNegative(argName: string) {
@@ -264,7 +313,8 @@ function guardPaginationArgs<Args extends Record<string, { type: unknown; applyP
  * NUL characters are refused for the whole request, in variables (before
  * parsing) and in literals (at validation, cached with the document);
  * `first`, `last` and `offset` of every connection and list field must not be
- * negative.
+ * negative. graphql-js's own validation, variable and operation errors get a
+ * code.
  */
 export const ClientInputPlugin: GraphileConfig.Plugin = {
   name: "HubClientInputPlugin",
@@ -273,7 +323,7 @@ export const ClientInputPlugin: GraphileConfig.Plugin = {
   grafserv: {
     middleware: {
       setPreset(next, event) {
-        event.validationRules = [...event.validationRules, noNulLiteralsRule];
+        event.validationRules = [...event.validationRules.map(withValidationCode), noNulLiteralsRule];
         return next();
       },
       processGraphQLRequestBody(next, event) {
@@ -292,6 +342,14 @@ export const ClientInputPlugin: GraphileConfig.Plugin = {
           }
         }
         return next();
+      },
+    },
+  },
+  grafast: {
+    middleware: {
+      execute(next) {
+        const result = next();
+        return isPromiseLike(result) ? result.then(codeRequestErrors) : codeRequestErrors(result);
       },
     },
   },

@@ -19,7 +19,7 @@ import { readPostmasterPid } from "../dist/src/db/embedded.js";
  * and an operator. What a client sends must never be answered as a fault of
  * the server: no INTERNAL_SERVER_ERROR, no 5xx, and nothing in the server's
  * own log at warn level or above (the server runs as a child process and its
- * JSON log lines are read back).
+ * JSON log lines are read back). Every error must also carry a code.
  */
 
 const NUL_STRINGS = ["a\u0000b", "\u0000"];
@@ -278,10 +278,11 @@ t.test("every root field, fed NUL bytes and extreme numbers by every kind of cal
 
   t.comment(`${sent} requests (${cases.length} cases × ${callers.length} callers) over ${fields.size} root fields`);
   t.comment(`${failures.length} answered as a server fault, in ${failedFields.size} fields: ${[...failedFields].sort().map(([f, n]) => `${f} ${n}`).join(", ")}`);
-  t.comment(`${withoutCode} answers had an error without extensions.code (GraphQL's own parse, validation and coercion errors)`);
+  t.comment(`${withoutCode} answers had an error without extensions.code`);
   t.comment(`${loud.length} log lines at warn or above`);
   t.same(failures.slice(0, 40), [], "no INTERNAL_SERVER_ERROR and no 5xx");
   t.same(loud.slice(0, 20), [], "nothing logged at warn level or above");
   t.equal(failures.length, 0, "count of server-fault answers");
   t.equal(loud.length, 0, "count of loud log lines");
+  t.equal(withoutCode, 0, "every error carries an extensions.code");
 });
