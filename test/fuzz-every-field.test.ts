@@ -3,7 +3,7 @@ import fs from "node:fs";
 import path from "node:path";
 import t from "tap";
 import { gql } from "./helpers/http.js";
-import { makeOperator } from "./helpers/credentials.js";
+import { makeOperator, makePlayer, withPool } from "./helpers/credentials.js";
 import { startServerProcess, type ServerProcess } from "./helpers/process.js";
 import { INTROSPECTION, printType, unwrap, type IntrospectedType, type TypeRef } from "./helpers/schema-model.js";
 import { tmpDir } from "./helpers/tmp.js";
@@ -39,7 +39,8 @@ let dataDir: string;
 
 t.before(async () => {
   dataDir = tmpDir(t);
-  server = await startServerProcess({ HUB_DATA_DIR: dataDir, LOG_LEVEL: "info" });
+  // The playground on explicitly: hubCreatePlaygroundSession is one of the fields to drive.
+  server = await startServerProcess({ HUB_DATA_DIR: dataDir, LOG_LEVEL: "info", HUB_PLAYGROUND: "on" });
 });
 t.teardown(async () => {
   if (!server) return;
@@ -216,15 +217,19 @@ t.test("every root field, fed NUL bytes and extreme numbers by every kind of cal
   const schema = introspection.body.data!.__schema;
   const types = new Map(schema.types.map((ty) => [ty.name, ty]));
 
-  // A player with a balance (the playground credits 1000 HOUSE) and an operator.
-  const session = await gql(server.url, 'mutation { hubCreatePlaygroundSession(input: { uname: "fuzz-player" }) { sessionToken user { id casinoId } experience { id } } }');
-  const s = session.body.data!.hubCreatePlaygroundSession;
-  const ids: Ids = { casinoId: s.user.casinoId, userId: s.user.id, experienceId: s.experience.id };
-  const operator = await makeOperator(superuserUrl());
+  // A player with a balance and a bankroll to bet against, and an operator, minted in the database.
+  const url = superuserUrl();
+  const player = await makePlayer(url, "fuzz-player");
+  await withPool(url, async (pool) => {
+    await pool.query("select hub_hidden.ensure_bankroll($1, 'HOUSE', 1000000, 'fuzz bankroll')", [player.casinoId]);
+    await pool.query("select hub_hidden.credit_balance($1, $2, $3, 'HOUSE', 1000, 'test', 'fuzz balance')", [player.userId, player.casinoId, player.experienceId]);
+  });
+  const ids: Ids = { casinoId: player.casinoId, userId: player.userId, experienceId: player.experienceId };
+  const operator = await makeOperator(url);
   const callers: [string, Record<string, string>][] = [
     ["anonymous", {}],
     ["operator", operator.header],
-    ["player", { authorization: `session:${s.sessionToken}` }],
+    ["player", player.header],
   ];
 
   const cases = [...casesFor(types, "query", schema.queryType.name, ids), ...(schema.mutationType ? casesFor(types, "mutation", schema.mutationType.name, ids) : [])];
