@@ -13,7 +13,7 @@
  * to compute hasNextPage).
  */
 import { GraphQLError, Kind, type ASTNode, type ASTVisitor, type ObjectFieldNode, type ValidationContext, type ValidationRule } from "graphql";
-import { isPromiseLike, lambda, SafeError, type FieldArg } from "grafast";
+import { isPromiseLike, isSafeError, lambda, SafeError, type FieldArg } from "grafast";
 import type { Logger } from "./logger.js";
 
 /** Codes of client errors raised from database refusals (README: Errors). */
@@ -253,16 +253,31 @@ function withValidationCode(rule: ValidationRule): ValidationRule {
 }
 
 /**
- * Errors graphql-js raises before execution starts, about the request's
- * variables or operation name: the result has no data, and the messages are
- * graphql-js's own.
+ * Refusals of pagination arguments that grafast and @dataplan/pg raise as
+ * SafeErrors without a code (their messages are for the client already).
+ */
+const PAGINATION_REFUSALS = /^(Invalid cursor|Invalid '(after|before)' cursor|Cannot use 'offset' with 'last'|Can only use '(after|before)' cursor when)/;
+
+/**
+ * Codes for the errors of a result that graphql-js, grafast and @dataplan/pg
+ * raise without one: the request's variables or operation name (before
+ * execution starts: the result has no data) and pagination cursors.
  */
 function codeRequestErrors<R>(result: R): R {
   const r = result as { data?: unknown; errors?: readonly GraphQLError[] } | null;
-  if (!r || typeof r !== "object" || "data" in r || !Array.isArray(r.errors)) return result;
+  if (!r || typeof r !== "object" || !Array.isArray(r.errors)) return result;
+  const beforeExecution = !("data" in r);
   let changed = false;
   const errors = r.errors.map((error) => {
-    if (!(error instanceof GraphQLError)) return error;
+    if (!(error instanceof GraphQLError) || typeof error.extensions?.code === "string") return error;
+    const original = error.originalError;
+    if (original && isSafeError(original) && original.extensions?.code === undefined && PAGINATION_REFUSALS.test(original.message)) {
+      changed = true;
+      // The mask rebuilds a SafeError's GraphQL error from the SafeError's own extensions.
+      const coded = new SafeError(original.message, { ...original.extensions, code: "BAD_USER_INPUT" });
+      return new GraphQLError(error.message, { nodes: error.nodes, source: error.source, positions: error.positions, path: error.path, originalError: coded });
+    }
+    if (!beforeExecution) return error;
     const code = /^Variable "\$/.test(error.message)
       ? "BAD_USER_INPUT"
       : /^(Unknown operation named|Must provide operation name|Must provide an operation)/.test(error.message)

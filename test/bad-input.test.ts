@@ -230,11 +230,13 @@ t.test("makeCoinflipBet with bad input is a clear error", async (t) => {
   ]);
 });
 
-t.test("client input the database would refuse: negative pagination, NUL characters", async (t) => {
+t.test("pagination arguments and NUL characters the database would refuse", async (t) => {
   const cases: [string, string, Record<string, unknown>, string, string][] = [
     ["first: -1", "{ allCoinflips(first: -1) { totalCount } }", {}, "allCoinflips", "first must not be negative; received -1."],
     ["offset: -5", "{ allCoinflips(offset: -5) { nodes { id } } }", {}, "allCoinflips", "offset must not be negative; received -5."],
     ["last: $n = -2", "query($n: Int) { allCoinflips(last: $n) { nodes { id } } }", { n: -2 }, "allCoinflips", "last must not be negative; received -2."],
+    ["a made-up cursor", '{ allCoinflips(after: "garbage") { totalCount } }', {}, "allCoinflips", "Invalid cursor, please enter a cursor from a previous request, or null."],
+    ["offset with last", "{ allCoinflips(last: 1, offset: 1) { totalCount } }", {}, "allCoinflips", "Cannot use 'offset' with 'last'"],
   ];
   for (const [name, query, variables, field, message] of cases) {
     t.test(name, async (t) => oneFieldError(t, await gql(hub.url, query, variables, player.header), field, message, "BAD_USER_INPUT"));

@@ -23,6 +23,8 @@ import { readPostmasterPid } from "../dist/src/db/embedded.js";
  */
 
 const NUL_STRINGS = ["a\u0000b", "\u0000"];
+/** For scalars with a format of their own (UUID, Cursor, Datetime…): text that has none of it. */
+const MALFORMED = ["garbage", "99999-99-99T99:99:99Z", "1e999999"];
 const BAD_INTS = [-1, -5, 2147483647, -2147483648];
 const BAD_FLOATS = [-1, -5, 1e308, -1e308, 5e-324];
 /** Scalars whose values travel as strings (UUID, Cursor, Datetime, BigInt…). */
@@ -86,7 +88,7 @@ function badValues(scalar: string): unknown[] {
   if (scalar === "Int") return BAD_INTS;
   if (scalar === "Float") return BAD_FLOATS;
   if (NUMERIC_SCALARS.has(scalar)) return [];
-  return NUL_STRINGS;
+  return scalar === "String" || scalar === "ID" ? NUL_STRINGS : [...NUL_STRINGS, ...MALFORMED];
 }
 
 interface Leaf {
@@ -255,7 +257,10 @@ t.test("every root field, fed NUL bytes and extreme numbers by every kind of cal
         const internal = res.body.errors?.filter((e) => e.extensions?.code === "INTERNAL_SERVER_ERROR" || /^Internal error/.test(e.message));
         if (res.status >= 500) problem = `HTTP ${res.status}`;
         else if (internal?.length) problem = internal.map((e) => e.message).join("; ");
-        else if (res.body.errors?.some((e) => typeof e.extensions?.code !== "string")) withoutCode++;
+        else if (res.body.errors?.some((e) => typeof e.extensions?.code !== "string")) {
+          // The first few, so a failure shows which errors they are.
+          if (withoutCode++ < 5) t.comment(`no code: ${caller} ${c.label}: ${JSON.stringify(res.body.errors).slice(0, 300)}`);
+        }
       } catch (error) {
         problem = (error as Error).message;
       }
