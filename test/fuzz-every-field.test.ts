@@ -1,10 +1,10 @@
 import "./helpers/env.js";
 import fs from "node:fs";
 import path from "node:path";
-import t from "tap";
+import t, { type Test } from "tap";
 import { gql } from "./helpers/http.js";
 import { makeOperator, makePlayer, withPool } from "./helpers/credentials.js";
-import { startServerProcess, type ServerProcess } from "./helpers/process.js";
+import { ROOT, startServerProcess, type ServerProcess } from "./helpers/process.js";
 import { INTROSPECTION, printType, unwrap, type IntrospectedType, type TypeRef } from "./helpers/schema-model.js";
 import { tmpDir } from "./helpers/tmp.js";
 import { readPostmasterPid } from "../dist/src/db/embedded.js";
@@ -36,25 +36,22 @@ interface Ids {
   experienceId: string;
 }
 
-let server: ServerProcess;
-let dataDir: string;
+// Two servers, some 2 400 requests each: on a loaded machine this can take longer than the default.
+t.setTimeout(480_000);
 
-t.before(async () => {
-  dataDir = tmpDir(t);
+/** The demo server (node dist/server.js), with its log at info, on a data dir of its own. */
+async function startDemo(t: Test, env: Record<string, string>): Promise<{ server: ServerProcess; superuserUrl: string }> {
+  const dataDir = tmpDir(t);
   // The playground on explicitly: hubCreatePlaygroundSession is one of the fields to drive.
-  server = await startServerProcess({ HUB_DATA_DIR: dataDir, LOG_LEVEL: "info", HUB_PLAYGROUND: "on" });
-});
-t.teardown(async () => {
-  if (!server) return;
-  // SIGTERM, not SIGKILL: the server stops the embedded Postgres it started.
-  server.child.kill("SIGTERM");
-  await server.exited;
-});
-
-function superuserUrl(): string {
+  const server = await startServerProcess({ HUB_DATA_DIR: dataDir, LOG_LEVEL: "info", HUB_PLAYGROUND: "on", ...env });
+  t.teardown(async () => {
+    // SIGTERM, not SIGKILL: the server stops the embedded Postgres it started.
+    server.child.kill("SIGTERM");
+    await server.exited;
+  });
   const { superuserPassword } = JSON.parse(fs.readFileSync(path.join(dataDir, "credentials.json"), "utf8")) as { superuserPassword: string };
   const { port } = readPostmasterPid(path.join(dataDir, "pg"))!;
-  return `postgres://postgres:${encodeURIComponent(superuserPassword)}@127.0.0.1:${port}/hub`;
+  return { server, superuserUrl: `postgres://postgres:${encodeURIComponent(superuserPassword)}@127.0.0.1:${port}/hub` };
 }
 
 /** A value that passes the scalar's own parsing, chosen by the leaf's name so lookups hit real rows. */
@@ -210,7 +207,13 @@ async function runAll<T>(items: T[], concurrency: number, fn: (item: T) => Promi
   );
 }
 
-t.test("every root field, fed NUL bytes and extreme numbers by every kind of caller, answers client errors only", async (t) => {
+const demos: [string, Record<string, string>][] = [
+  ["the demo (plan-style makeCoinflip)", {}],
+  ["the demo with the resolver-style makeCoinflip", { HUB_CONFIG: path.join(ROOT, "test/fixtures/config-demo-resolver-coinflip.mjs") }],
+];
+
+for (const [demo, env] of demos) t.test(`${demo}: every root field, fed NUL bytes and extreme numbers by every kind of caller, answers client errors only`, async (t) => {
+  const { server, superuserUrl } = await startDemo(t, env);
   const introspection = await gql<{ __schema: { queryType: { name: string }; mutationType: { name: string } | null; types: IntrospectedType[] } }>(
     server.url,
     INTROSPECTION,
@@ -220,7 +223,7 @@ t.test("every root field, fed NUL bytes and extreme numbers by every kind of cal
   const types = new Map(schema.types.map((ty) => [ty.name, ty]));
 
   // A player with a balance and a bankroll to bet against, and an operator, minted in the database.
-  const url = superuserUrl();
+  const url = superuserUrl;
   const player = await makePlayer(url, "fuzz-player");
   await withPool(url, async (pool) => {
     await pool.query("select hub_hidden.ensure_bankroll($1, 'HOUSE', 1000000, 'fuzz bankroll')", [player.casinoId]);
