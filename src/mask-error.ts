@@ -11,12 +11,16 @@
  * text cannot hold U+0000) and negative pagination arguments (`first: -1`
  * would otherwise silently become `LIMIT 0`, because one extra row is fetched
  * to compute hasNextPage).
+ *
+ * Errors that graphql-js, grafast and @dataplan/pg raise about a request
+ * without a code (validation, variables, operation name, pagination cursors)
+ * get one, so a client can tell every refusal of its input by extensions.code.
  */
 import { GraphQLError, Kind, type ASTNode, type ASTVisitor, type ObjectFieldNode, type ValidationContext, type ValidationRule } from "graphql";
 import { isPromiseLike, isSafeError, lambda, SafeError, type FieldArg } from "grafast";
 import type { Logger } from "./logger.js";
 
-/** Codes of client errors raised from database refusals (README: Errors). */
+/** Codes of client errors raised from database refusals (README: "Errors caused by the client's input"). */
 export type ClientInputCode = "BAD_USER_INPUT" | "CONSTRAINT_VIOLATION" | "INSUFFICIENT_FUNDS";
 
 export interface ClientInputError {
