@@ -13,6 +13,7 @@ import type { Logger } from "./logger.js";
 import type { PluginContext } from "./context.js";
 import { makeQueryLimitsPlugin, type QueryLimits } from "./query-limits.js";
 import { makePipelinedPgService } from "./db/pipelined-adaptor.js";
+import { ClientInputPlugin, maskClientInputError } from "./mask-error.js";
 
 /** A pool in node-postgres's pipeline mode gets the pipelined adaptor (src/db/pools.ts). */
 const isPipelined = (pool: pg.Pool) => (pool.options as { pipeline?: boolean }).pipeline === true;
@@ -84,8 +85,10 @@ export function makeMaskError(log: Logger) {
         extensions: (original as { extensions?: Record<string, unknown> }).extensions ?? null,
       });
     }
-    const errorId = randomBytes(6).toString("hex");
     const reqId = (error as { [REQUEST_ID]?: string })[REQUEST_ID];
+    const refused = maskClientInputError(error, original, log, reqId);
+    if (refused) return refused;
+    const errorId = randomBytes(6).toString("hex");
     log.error({ errorId, reqId, err: original ?? error, path: error.path }, "masked GraphQL error");
     // Failures a client should treat differently from a bug: say what they are
     // (and nothing more), so clients can retry an outage or shrink a query.
@@ -136,7 +139,7 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
     extends: [PostGraphileAmberPreset],
     // No Relay global ids: `id` is the row's UUID, as in the original.
     disablePlugins: ["NodePlugin"],
-    plugins: [HubInflectionPlugin, ErrorRequestIdPlugin, makeQueryLimitsPlugin(input.limits), ...input.plugins],
+    plugins: [HubInflectionPlugin, ErrorRequestIdPlugin, makeQueryLimitsPlugin(input.limits), ClientInputPlugin, ...input.plugins],
     pgServices: [
       (isPipelined(input.graphqlPool) ? makePipelinedPgService : makePgService)({
         pool: input.graphqlPool,

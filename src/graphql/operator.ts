@@ -3,6 +3,7 @@ import { extendSchema, gql } from "graphile-utils";
 import type { PluginContext } from "../context.js";
 import { validatePublicKey } from "../casino-token.js";
 import { withPgPoolTransaction } from "../db/pools.js";
+import { classifyClientInputError } from "../mask-error.js";
 
 /**
  * Operator-only mutations (an `apikey:` identity): set up casinos, currencies
@@ -37,24 +38,19 @@ function wholeAmount(amount: number): number {
   return amount;
 }
 
-/** Postgres errors a caller can act on become GraphQL errors that say what was wrong. */
+/**
+ * Postgres errors a caller can act on become GraphQL errors that say what was
+ * wrong, with the same codes as everywhere else (src/mask-error.ts); the
+ * ledger's own messages are kept whole, amounts included: an operator may see them.
+ */
 function explainPgError(error: unknown): never {
-  const e = error as { code?: string; message?: string; constraint?: string; detail?: string };
-  const known: Record<string, string> = {
-    "23505": "already exists",
-    "23503": "refers to something that does not exist",
-    "23514": "is not allowed",
-    "22P02": "is malformed",
-    P0001: "",
-  };
-  if (e.code === "P0001" && e.constraint === "ledger_amount_whole") {
-    throw new GraphQLError(String(e.message), { extensions: { code: "INVALID_AMOUNT", sqlstate: e.code } });
-  }
-  if (e.code && e.code in known) {
-    const what = e.code === "P0001" ? e.message : `${e.detail ?? e.message} (${known[e.code]})`;
-    throw new GraphQLError(String(what), { extensions: { code: "BAD_USER_INPUT", sqlstate: e.code } });
-  }
-  throw error;
+  const known = classifyClientInputError(error);
+  if (!known) throw error;
+  const e = error as { message?: string };
+  const message = known.sqlstate === "P0001" ? String(e.message) : known.message;
+  throw new GraphQLError(message, {
+    extensions: { code: known.code, sqlstate: known.sqlstate, ...(known.constraint ? { constraint: known.constraint } : {}) },
+  });
 }
 
 async function guarded<T>(fn: () => Promise<T>): Promise<T> {
