@@ -9,6 +9,7 @@ import path from "node:path";
 import pg from "pg";
 import { HubError } from "../errors.js";
 import type { Logger } from "../logger.js";
+import { watchPostmaster, type Watchdog } from "./watchdog.js";
 
 /**
  * The embedded Postgres used when no database URL is configured.
@@ -30,8 +31,11 @@ export interface EmbeddedDatabase {
   authenticatorUrl: string;
   port: number;
   clusterDir: string;
-  /** False when another process started this Postgres: that process stops it. */
-  owned: boolean;
+  /**
+   * False while another process's Postgres is shared: that process stops it
+   * (and when it does, this one starts it again and becomes the owner).
+   */
+  readonly owned: boolean;
   stop(): Promise<void>;
 }
 
@@ -147,7 +151,10 @@ async function chownTree(dir: string, owner: { uid: number; gid: number }): Prom
 async function readOrCreateCredentials(dataDir: string): Promise<Credentials> {
   const file = path.join(dataDir, "credentials.json");
   try {
-    return JSON.parse(await fsp.readFile(file, "utf8")) as Credentials;
+    const text = await fsp.readFile(file, "utf8");
+    // Passwords: owner-only, also if an older version or a copy left it readable.
+    if (((await fsp.stat(file)).mode & 0o077) !== 0) await fsp.chmod(file, 0o600);
+    return JSON.parse(text) as Credentials;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
   }
@@ -319,7 +326,10 @@ function spawnPostmaster(
   owner: { uid: number; gid: number } | undefined,
   logFile: string,
 ): ChildProcess {
-  const logFd = fs.openSync(logFile, "a", 0o644);
+  // Owner-only: the log holds the text of failed statements. fchmod too, for a
+  // log an older version created world-readable.
+  const logFd = fs.openSync(logFile, "a", 0o600);
+  fs.fchmodSync(logFd, 0o600);
   if (owner) fs.fchownSync(logFd, owner.uid, owner.gid);
   // Detached into its own process group: a Ctrl-C in the terminal reaches only
   // the hub, which drains requests and then stops Postgres itself.
@@ -371,8 +381,11 @@ async function startPostmaster(
 
 async function ensureDatabaseAndRoles(port: number, creds: Credentials): Promise<void> {
   const admin = new pg.Client({ host: "127.0.0.1", port, user: SUPERUSER, password: creds.superuserPassword, database: "postgres" });
-  await admin.connect();
+  // Postgres stopping meanwhile (the process sharing it with us stopped) fails
+  // the pending query, reported below; unheard, the event would end the process.
+  admin.on("error", () => undefined);
   try {
+    await admin.connect();
     const { rowCount } = await admin.query("select 1 from pg_database where datname = $1", [DATABASE]);
     if (rowCount === 0) {
       try {
@@ -392,9 +405,22 @@ async function ensureDatabaseAndRoles(port: number, creds: Credentials): Promise
         if ((error as { code?: string }).code !== "42710" && (error as { code?: string }).code !== "23505") throw error;
       }
     }
+  } catch (error) {
+    throw lostDuringStart(port, error);
   } finally {
-    await admin.end();
+    await admin.end().catch(() => undefined);
   }
+}
+
+/** The one-line error of a start-up that lost the embedded Postgres (or never reached it). */
+export function lostDuringStart(port: number, error: unknown): HubError {
+  if (error instanceof HubError) return error;
+  return new HubError(
+    "HUB_EMBEDDED_PG",
+    `Lost the embedded Postgres (127.0.0.1:${port}) during start-up: ${String((error as Error)?.message ?? error).split("\n")[0]}. ` +
+      "Another process using the same data dir probably stopped it; start the server again.",
+    { cause: error },
+  );
 }
 
 /** SIGINT ("fast" shutdown) and wait until it is gone; SIGQUIT after 15 s. */
@@ -435,7 +461,8 @@ export async function startEmbeddedPostgres(options: {
   onSpawned?: () => void;
 }): Promise<EmbeddedDatabase> {
   const { dataDir, log } = options;
-  await fsp.mkdir(dataDir, { recursive: true, mode: 0o755 });
+  // Owner-only when we create it (root: ensureTraversable adds o+x for the postgres account).
+  await fsp.mkdir(dataDir, { recursive: true, mode: 0o700 });
   const clusterDir = path.join(dataDir, "pg");
   const logFile = path.join(dataDir, "postgres.log");
   const creds = await readOrCreateCredentials(dataDir);
@@ -493,7 +520,15 @@ export async function startEmbeddedPostgres(options: {
 
   await ensureDatabaseAndRoles(port, creds);
 
-  // Whatever way this process ends, never leave an orphaned postmaster behind.
+  const stopAtExit = options.stopAtExit !== false;
+  let watchdog: Watchdog | undefined;
+  let monitor: NodeJS.Timeout | undefined;
+  let stopped = false;
+
+  // Whatever way this process ends, never leave a postmaster it owns behind:
+  // on a normal exit (process.exit included) this hook stops it at once; when
+  // the process dies without running hooks (a fatal V8 error, abort, SIGKILL,
+  // the OOM killer) the watchdog does.
   const onExit = () => {
     if (owned && isAlive(pid)) {
       try {
@@ -503,20 +538,111 @@ export async function startEmbeddedPostgres(options: {
       }
     }
   };
-  if (owned && options.stopAtExit !== false) process.once("exit", onExit);
+  const own = () => {
+    disown();
+    owned = true;
+    if (!stopAtExit) return;
+    process.once("exit", onExit);
+    watchdog = watchPostmaster(clusterDir, pid, (error) =>
+      log.warn({ err: error }, "could not start the watchdog that stops the embedded Postgres if this process dies"),
+    );
+  };
+  const disown = () => {
+    owned = false;
+    process.removeListener("exit", onExit);
+    watchdog?.release();
+    watchdog = undefined;
+  };
+  if (owned) own();
 
-  let stopped = false;
+  /**
+   * The Postgres this server uses can go away under it: the process that
+   * started it and shared it with us stopped (or died, and its watchdog
+   * stopped it), or someone stopped it by hand. This server holds the data
+   * dir's credentials, so it starts the cluster again on the same port (its
+   * pools and listener reconnect by themselves) and owns it from then on. When
+   * several servers try at once, Postgres's lock file lets one win; the others
+   * follow the winner. A Postgres that keeps failing to start is retried with
+   * back-off (1 s doubling up to 30 s), not in a loop.
+   */
+  let checking: Promise<void> | undefined;
+  let retryAt = 0;
+  let retryDelay = 1000;
+  const checkPostmaster = () => {
+    if (checking || stopped || isAlive(pid) || Date.now() < retryAt) return;
+    checking = restart().finally(() => (checking = undefined));
+  };
+  const restart = async () => {
+    try {
+      const other = readPostmasterPid(clusterDir);
+      if (other && other.pid !== pid && isAlive(other.pid)) {
+        await follow(other.pid);
+        return;
+      }
+      log.warn(
+        { dataDir, port },
+        owned ? "the embedded Postgres stopped without this server stopping it; starting it again" : "the embedded Postgres this server shared was stopped by the process that started it; starting it again (this server now owns it)",
+      );
+      const child = spawnPostmaster(clusterDir, port, bins, owner, logFile);
+      try {
+        await waitReady(clusterDir, child, child.pid ?? -1, logFile);
+      } catch (error) {
+        const winner = readPostmasterPid(clusterDir);
+        if (winner && isAlive(winner.pid)) {
+          await follow(winner.pid);
+          return;
+        }
+        retryAt = Date.now() + retryDelay;
+        log.error({ err: error, dataDir, port, retryInMs: retryDelay }, "could not start the embedded Postgres again");
+        retryDelay = Math.min(retryDelay * 2, 30_000);
+        return;
+      }
+      pid = child.pid ?? -1;
+      retryDelay = 1000;
+      if (stopped) {
+        await stopPostmaster(pid, log); // stop() ran meanwhile: do not leave it behind
+        return;
+      }
+      own();
+      log.info({ dataDir, port, pid }, "embedded Postgres started again; this server owns it");
+    } catch (error) {
+      log.error({ err: error, dataDir }, "error while checking the embedded Postgres");
+    }
+  };
+  /** Another process started the cluster again: use it, without owning it. */
+  const follow = async (otherPid: number) => {
+    const otherPort = await waitReady(clusterDir, undefined, otherPid, logFile);
+    if (owned) disown();
+    pid = otherPid;
+    if (otherPort !== port) {
+      log.error({ dataDir, port, newPort: otherPort }, "another process started the embedded Postgres again on another port; restart this server to use it");
+    } else {
+      log.info({ dataDir, port, pid }, "another process started the embedded Postgres again; sharing it");
+    }
+  };
+  if (stopAtExit) {
+    monitor = setInterval(checkPostmaster, 250);
+    monitor.unref();
+  }
+
   return {
     superuserUrl: `postgres://${SUPERUSER}:${creds.superuserPassword}@127.0.0.1:${port}/${DATABASE}`,
     authenticatorUrl: `postgres://${AUTHENTICATOR_ROLE}:${creds.authenticatorPassword}@127.0.0.1:${port}/${DATABASE}`,
     port,
     clusterDir,
-    owned,
+    get owned() {
+      return owned;
+    },
     async stop() {
-      if (stopped || !owned) return;
+      if (stopped) return;
       stopped = true;
+      if (monitor) clearInterval(monitor);
+      await checking; // a restart under way ends first (and stops what it started)
+      if (!owned) return;
       process.removeListener("exit", onExit);
       await stopPostmaster(pid, log);
+      watchdog?.release();
+      watchdog = undefined;
       log.info({ dataDir }, "embedded Postgres stopped");
     },
   };
