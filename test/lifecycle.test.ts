@@ -6,6 +6,7 @@
  */
 import "./helpers/env.js";
 import fs from "node:fs";
+import http from "node:http";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import t from "tap";
@@ -118,4 +119,51 @@ t.test("what the hub writes in the data dir is readable by its owner only, also 
   }
   second.child.kill("SIGINT");
   t.equal(await second.exited, 0);
+});
+
+/** One request on a keep-alive agent: resolves with status and body, or the error. */
+function keepAliveRequest(agent: http.Agent, url: string, options: { method?: string; path: string; body?: string }): Promise<{ status?: number; body?: string; error?: string }> {
+  return new Promise((resolve) => {
+    const req = http.request(`${url}${options.path}`, { agent, method: options.method ?? "GET", headers: options.body ? { "content-type": "application/json" } : {} }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c: string) => (body += c));
+      res.on("end", () => resolve({ status: res.statusCode!, body }));
+      res.on("error", (e) => resolve({ error: e.message }));
+    });
+    req.on("error", (e) => resolve({ error: e.message }));
+    req.end(options.body);
+  });
+}
+
+t.test("SIGTERM with keep-alive clients: in-flight requests are answered and idle connections closed at once, well before the shutdown timeout", async (t) => {
+  const dataDir = dataDirFor(t);
+  const server = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_CONFIG: CONFIG, TEST_SHUTDOWN_TIMEOUT_MS: "10000" });
+  t.teardown(() => server.child.kill("SIGKILL"));
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+  t.teardown(() => agent.destroy());
+  // Open connections first, so some are idle keep-alive connections when the signal comes.
+  const warm = await Promise.all(Array.from({ length: 8 }, () => keepAliveRequest(agent, server.url, { path: "/slow?ms=1" })));
+  t.same(warm.map((r) => r.status), Array(8).fill(200), "warm-up requests answered");
+  // In flight at the signal: three Express requests and three GraphQL requests (pg_sleep), on the same agent.
+  const graphql = JSON.stringify({ query: "{ slow(seconds: 1.5) }" });
+  const inFlight = [
+    ...Array.from({ length: 3 }, () => keepAliveRequest(agent, server.url, { path: "/slow?ms=1500" })),
+    ...Array.from({ length: 3 }, () => keepAliveRequest(agent, server.url, { method: "POST", path: "/graphql", body: graphql })),
+  ];
+  await sleep(400);
+  const signalAt = Date.now();
+  server.child.kill("SIGTERM");
+  const answers = await Promise.all(inFlight);
+  t.same(
+    answers.map((a) => a.status),
+    Array(6).fill(200),
+    `every in-flight request was answered (${answers.map((a) => a.error ?? a.body).join(" | ")})`,
+  );
+  t.same(answers.slice(3).map((a) => JSON.parse(a.body!)), Array(3).fill({ data: { slow: 1 } }), "the GraphQL requests with their data");
+  const code = await server.exited;
+  const tookMs = Date.now() - signalAt;
+  t.equal(code, 0, "exits 0");
+  t.ok(tookMs < 6000, `stopped ${tookMs} ms after SIGTERM: the in-flight requests (1.5 s) and shutdown, not the 10 s timeout`);
+  t.notMatch(server.output(), /did not finish in time/, "no connection had to be cut");
 });
