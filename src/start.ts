@@ -3,7 +3,7 @@ import fsp from "node:fs/promises";
 import path from "node:path";
 import { postgraphile } from "postgraphile";
 import { lexicographicSortSchema, printSchema } from "graphql";
-import { readConfig, type HubConfig } from "./config.js";
+import { readConfig } from "./config.js";
 import { createLogger, setLogger, type Logger } from "./logger.js";
 import { discardPrewarmed, endPool, openDatabase } from "./db/database.js";
 import { openPools, ensureRoleSwitch, setSuperuserPool, clearSuperuserPool, type HubPools } from "./db/pools.js";
@@ -32,20 +32,6 @@ export interface RunningServer {
 }
 
 const MAX_BODY = 1024 * 1024;
-
-function applyOverrides(config: HubConfig, options: ServerOptions): HubConfig {
-  return {
-    ...config,
-    port: options.port ?? config.port,
-    host: options.host ?? config.host,
-    dataDir: options.dataDir !== undefined ? path.resolve(options.dataDir) : config.dataDir,
-    databaseUrl: options.databaseUrl ?? config.databaseUrl,
-    superuserDatabaseUrl: options.superuserDatabaseUrl ?? config.superuserDatabaseUrl,
-    logLevel: options.logLevel ?? config.logLevel,
-    playground: options.playground ?? config.playground,
-    introspection: options.introspection ?? config.introspection,
-  };
-}
 
 /**
  * Stop accepting, let in-flight requests finish, and after timeoutMs cut the
@@ -82,7 +68,8 @@ export async function startAndListen(
   callback?: (info: { port: number }) => void,
 ): Promise<RunningServer> {
   const options = validateOptions(rawOptions);
-  const config = applyOverrides(readConfig(), options);
+  // The environment, overridden by the options: one set of rules and messages for both.
+  const config = readConfig(process.env, options as Record<string, unknown>);
   const log = createLogger({ level: config.logLevel, pretty: config.nodeEnv === "development" && process.stdout.isTTY === true });
   setLogger(log);
 
