@@ -167,3 +167,50 @@ t.test("SIGTERM with keep-alive clients: in-flight requests are answered and idl
   t.ok(tookMs < 6000, `stopped ${tookMs} ms after SIGTERM: the in-flight requests (1.5 s) and shutdown, not the 10 s timeout`);
   t.notMatch(server.output(), /did not finish in time/, "no connection had to be cut");
 });
+
+async function answersWithData(url: string): Promise<boolean> {
+  try {
+    const res = await gql(url, "{ allHubCasinos { totalCount } }");
+    return res.status === 200 && res.body.errors === undefined && res.body.data != null;
+  } catch {
+    return false;
+  }
+}
+
+for (const how of ["SIGINT", "SIGKILL"] as const) {
+  t.test(`a server sharing the embedded Postgres takes it over when its owner stops (${how}), and stops it when it stops`, async (t) => {
+    const dataDir = dataDirFor(t);
+    const owner = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
+    t.teardown(() => owner.child.kill("SIGKILL"));
+    const first = postmaster(dataDir)!;
+    const sharer = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
+    t.teardown(() => sharer.child.kill("SIGKILL"));
+    t.match(sharer.output(), /using the embedded Postgres another process started/);
+    t.ok(await answersWithData(sharer.url), "the second server answers while sharing");
+
+    owner.child.kill(how);
+    await owner.exited;
+    t.ok((await goneWithin(first.pid, 10_000)) !== undefined, "the owner's Postgres stopped");
+
+    // The second server starts it again on the same port and answers after a short gap.
+    const stoppedAt = Date.now();
+    let gap: number | undefined;
+    while (Date.now() - stoppedAt < 20_000) {
+      if (await answersWithData(sharer.url)) {
+        gap = Date.now() - stoppedAt;
+        break;
+      }
+      await sleep(100);
+    }
+    t.ok(gap !== undefined, `the second server answers with data again ${gap} ms after the owner's Postgres stopped (bound 20000 ms)`);
+    t.match(sharer.output(), /starting it again \(this server now owns it\)/, "it says it took the Postgres over");
+    const second = postmaster(dataDir);
+    t.ok(second && second.pid !== first.pid && isAlive(second.pid), "a new postmaster runs");
+    t.equal(second?.port, first.port, "on the same port");
+    for (let i = 0; i < 5; i++) t.ok(await answersWithData(sharer.url), `and keeps answering (${i + 1})`);
+
+    sharer.child.kill("SIGINT");
+    t.equal(await sharer.exited, 0, "the second server exits 0");
+    t.ok(second && (await goneWithin(second.pid, 5000)) !== undefined, "and the Postgres it took over is gone with it");
+  });
+}
