@@ -5,7 +5,7 @@ import { postgraphile } from "postgraphile";
 import { lexicographicSortSchema, printSchema } from "graphql";
 import { readConfig } from "./config.js";
 import { createLogger, setLogger, type Logger } from "./logger.js";
-import { discardPrewarmed, endPool, openDatabase } from "./db/database.js";
+import { discardPrewarmed, endPool, openDatabase, startupError, type OpenedDatabase } from "./db/database.js";
 import { openPools, ensureRoleSwitch, setSuperuserPool, clearSuperuserPool, type HubPools } from "./db/pools.js";
 import { migrate } from "./db/migrate.js";
 import { validateOptions, type ServerOptions } from "./options.js";
@@ -74,8 +74,10 @@ export async function startAndListen(
   setLogger(log);
 
   const cleanup: (() => Promise<unknown>)[] = [];
+  let opened: OpenedDatabase | undefined;
   try {
     const db = await openDatabase(config, log);
+    opened = db;
     cleanup.push(() => db.close());
     await discardPrewarmed();
     const urls = { databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl };
@@ -184,6 +186,6 @@ export async function startAndListen(
     return { port, url, superuserDatabaseUrl: urls.superuserDatabaseUrl, stop };
   } catch (error) {
     await unwind(cleanup, log);
-    throw error;
+    throw startupError(error, opened);
   }
 }

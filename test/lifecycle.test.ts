@@ -7,11 +7,12 @@
 import "./helpers/env.js";
 import fs from "node:fs";
 import http from "node:http";
+import { spawn } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import t from "tap";
 import { gql } from "./helpers/http.js";
-import { startServerProcess } from "./helpers/process.js";
+import { ROOT, startServerProcess } from "./helpers/process.js";
 import { tmpDir } from "./helpers/tmp.js";
 import { stopPostmasterOf } from "./helpers/external-postgres.js";
 import { isAlive, readPostmasterPid } from "../dist/src/db/embedded.js";
@@ -214,3 +215,72 @@ for (const how of ["SIGINT", "SIGKILL"] as const) {
     t.ok(second && (await goneWithin(second.pid, 5000)) !== undefined, "and the Postgres it took over is gone with it");
   });
 }
+
+/** `node dist/server.js`, stdout and stderr apart. */
+function spawnServer(env: Record<string, string>) {
+  const child = spawn(process.execPath, [path.join(ROOT, "dist/server.js")], {
+    cwd: ROOT,
+    env: { ...process.env, NODE_ENV: "test", LOG_LEVEL: "info", PORT: "0", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+  child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  return { child, exited, stdout: () => stdout, stderr: () => stderr };
+}
+
+t.test("a server whose shared embedded Postgres is stopped during its start-up either recovers or fails with one line and a code, never a crash", async (t) => {
+  // Where the start-up is when the owner stops depends on timing: several delays cover
+  // attaching, the database check, the pools, the migrations, the schema build and listening.
+  const outcomes: string[] = [];
+  for (const delayMs of [150, 300, 450, 600, 800, 1000, 1300, 1700]) {
+    const dataDir = dataDirFor(t);
+    const owner = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
+    t.teardown(() => owner.child.kill("SIGKILL"));
+    const starting = spawnServer({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
+    t.teardown(() => starting.child.kill("SIGKILL"));
+    await sleep(delayMs);
+    owner.child.kill("SIGINT");
+    t.equal(await owner.exited, 0, `owner stopped (${delayMs} ms)`);
+    let ended = false;
+    void starting.exited.then(() => (ended = true));
+    const result: { exited: number | null } | { listening: string } | { timeout: true } = await Promise.race([
+      starting.exited.then((code) => ({ exited: code })),
+      (async () => {
+        const started = Date.now();
+        for (;;) {
+          const match = /hub listening on (http:\/\/[^/\s"]+)\/graphql/.exec(starting.stdout());
+          if (match) return { listening: match[1]! };
+          if (ended || Date.now() - started > 30_000) return { timeout: true as const };
+          await sleep(50);
+        }
+      })(),
+    ]);
+    if ("listening" in result) {
+      let answered = false;
+      const deadline = Date.now() + 20_000;
+      while (!answered && Date.now() < deadline) {
+        answered = await answersWithData(result.listening);
+        if (!answered) await sleep(100);
+      }
+      t.ok(answered, `${delayMs} ms: the server started and answers with data (it took the Postgres over)`);
+      outcomes.push(`${delayMs} ms: recovered`);
+      starting.child.kill("SIGINT");
+      t.equal(await starting.exited, 0);
+    } else if ("exited" in result) {
+      const stderr = starting.stderr().trim();
+      t.equal(result.exited, 1, `${delayMs} ms: exits 1`);
+      t.match(stderr, /^hub: [^\n]+ \[HUB_[A-Z_]+\]$/, `${delayMs} ms: one line with a code: ${JSON.stringify(stderr.slice(0, 600))}`);
+      t.notMatch(stderr, /Unhandled 'error' event|\n\s+at /, "no crash, no stack");
+      outcomes.push(`${delayMs} ms: ${stderr}`);
+    } else {
+      t.fail(`${delayMs} ms: neither listening nor exited within 30 s:\n${starting.stdout()}${starting.stderr()}`);
+    }
+    starting.child.kill("SIGKILL");
+    await starting.exited;
+    await stopPostmasterOf(path.join(dataDir, "pg"));
+  }
+  t.comment(outcomes.join("\n"));
+});

@@ -311,6 +311,12 @@ async function waitReady(clusterDir: string, child: ChildProcess | undefined, pi
   while (Date.now() < deadline) {
     const info = readPostmasterPid(clusterDir);
     if (info && info.pid === pid && info.status === "ready") return info.port;
+    if (!child && !isAlive(pid)) {
+      throw new HubError(
+        "HUB_EMBEDDED_PG",
+        `The embedded Postgres another process started on this data dir (pid ${pid}) stopped while this server was starting; start the server again (its log: ${logFile}).`,
+      );
+    }
     if (exited || !isAlive(pid)) {
       throw new HubError("HUB_EMBEDDED_PG", `The embedded Postgres exited during start-up. Its log (${logFile}) ends with:\n${await tailLog(logFile)}`);
     }
