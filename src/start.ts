@@ -5,7 +5,7 @@ import { postgraphile } from "postgraphile";
 import { lexicographicSortSchema, printSchema } from "graphql";
 import { readConfig } from "./config.js";
 import { createLogger, setLogger, type Logger } from "./logger.js";
-import { discardPrewarmed, endPool, openDatabase, startupError, type OpenedDatabase } from "./db/database.js";
+import { discardPrewarmed, endPool, openDatabase, retryWhileEmbeddedRestarts, startupError, type OpenedDatabase } from "./db/database.js";
 import { openPools, ensureRoleSwitch, setSuperuserPool, clearSuperuserPool, type HubPools } from "./db/pools.js";
 import { migrate } from "./db/migrate.js";
 import { validateOptions, type ServerOptions } from "./options.js";
@@ -83,9 +83,9 @@ export async function startAndListen(
     const urls = { databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl };
     const embedded = db.embedded;
 
-    const pools: HubPools = await openPools(urls, log);
+    const pools: HubPools = await retryWhileEmbeddedRestarts(db, () => openPools(urls, log));
     cleanup.push(() => Promise.all([endPool(pools.graphql), endPool(pools.superuser)]));
-    await migrate(pools.superuser, { userMigrationsPath: options.userDatabaseMigrationsPath, log });
+    await retryWhileEmbeddedRestarts(db, () => migrate(pools.superuser, { userMigrationsPath: options.userDatabaseMigrationsPath, log }));
     await ensureRoleSwitch(pools, log);
     setSuperuserPool(pools.superuser);
     cleanup.push(async () => clearSuperuserPool(pools.superuser));

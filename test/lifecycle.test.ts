@@ -10,11 +10,11 @@ import http from "node:http";
 import { spawn } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import t from "tap";
+import t, { type Test } from "tap";
 import { gql } from "./helpers/http.js";
 import { ROOT, startServerProcess } from "./helpers/process.js";
 import { tmpDir } from "./helpers/tmp.js";
-import { stopPostmasterOf } from "./helpers/external-postgres.js";
+import { startExternalPostgres, stopPostmasterOf } from "./helpers/external-postgres.js";
 import { isAlive, readPostmasterPid } from "../dist/src/db/embedded.js";
 
 const CONFIG = fileURLToPath(new URL("./fixtures/config-lifecycle.mjs", import.meta.url));
@@ -231,6 +231,54 @@ function spawnServer(env: Record<string, string>) {
   return { child, exited, stdout: () => stdout, stderr: () => stderr };
 }
 
+type Starting = ReturnType<typeof spawnServer>;
+
+/**
+ * Wait until a starting server listens or exits. Listening, it must answer
+ * with data within 20 s (once its database is back); exiting, it must say why
+ * in one line with a code, without a stack or an unhandled 'error' event.
+ */
+async function startupOutcome(t: Test, label: string, starting: Starting, beforeAnswering?: () => Promise<void>): Promise<string> {
+  let ended = false;
+  void starting.exited.then(() => (ended = true));
+  const result: { exited: number | null } | { listening: string } | { timeout: true } = await Promise.race([
+    starting.exited.then((code) => ({ exited: code })),
+    (async () => {
+      const started = Date.now();
+      for (;;) {
+        const match = /hub listening on (http:\/\/[^/\s"]+)\/graphql/.exec(starting.stdout());
+        if (match) return { listening: match[1]! };
+        if (ended || Date.now() - started > 30_000) return { timeout: true as const };
+        await sleep(50);
+      }
+    })(),
+  ]);
+  if ("listening" in result) {
+    await beforeAnswering?.();
+    let answered = false;
+    const deadline = Date.now() + 20_000;
+    while (!answered && Date.now() < deadline) {
+      answered = await answersWithData(result.listening);
+      if (!answered) await sleep(100);
+    }
+    t.ok(answered, `${label}: the server started and answers with data`);
+    starting.child.kill("SIGINT");
+    t.equal(await starting.exited, 0, `${label}: and stops cleanly`);
+    return "started, answered";
+  }
+  if ("exited" in result) {
+    const stderr = starting.stderr().trim();
+    t.equal(result.exited, 1, `${label}: exits 1`);
+    t.match(stderr, /^hub: [^\n]+ \[HUB_[A-Z_]+\]$/, `${label}: one line with a code: ${JSON.stringify(stderr.slice(0, 600))}`);
+    t.notMatch(stderr, /Unhandled 'error' event|\n\s+at /, `${label}: no crash, no stack`);
+    await beforeAnswering?.();
+    return stderr;
+  }
+  t.fail(`${label}: neither listening nor exited within 30 s:\n${starting.stdout()}${starting.stderr()}`);
+  await beforeAnswering?.();
+  return "timeout";
+}
+
 t.test("a server whose shared embedded Postgres is stopped during its start-up either recovers or fails with one line and a code, never a crash", async (t) => {
   // Where the start-up is when the owner stops depends on timing: several delays cover
   // attaching, the database check, the pools, the migrations, the schema build and listening.
@@ -244,43 +292,38 @@ t.test("a server whose shared embedded Postgres is stopped during its start-up e
     await sleep(delayMs);
     owner.child.kill("SIGINT");
     t.equal(await owner.exited, 0, `owner stopped (${delayMs} ms)`);
-    let ended = false;
-    void starting.exited.then(() => (ended = true));
-    const result: { exited: number | null } | { listening: string } | { timeout: true } = await Promise.race([
-      starting.exited.then((code) => ({ exited: code })),
-      (async () => {
-        const started = Date.now();
-        for (;;) {
-          const match = /hub listening on (http:\/\/[^/\s"]+)\/graphql/.exec(starting.stdout());
-          if (match) return { listening: match[1]! };
-          if (ended || Date.now() - started > 30_000) return { timeout: true as const };
-          await sleep(50);
-        }
-      })(),
-    ]);
-    if ("listening" in result) {
-      let answered = false;
-      const deadline = Date.now() + 20_000;
-      while (!answered && Date.now() < deadline) {
-        answered = await answersWithData(result.listening);
-        if (!answered) await sleep(100);
-      }
-      t.ok(answered, `${delayMs} ms: the server started and answers with data (it took the Postgres over)`);
-      outcomes.push(`${delayMs} ms: recovered`);
-      starting.child.kill("SIGINT");
-      t.equal(await starting.exited, 0);
-    } else if ("exited" in result) {
-      const stderr = starting.stderr().trim();
-      t.equal(result.exited, 1, `${delayMs} ms: exits 1`);
-      t.match(stderr, /^hub: [^\n]+ \[HUB_[A-Z_]+\]$/, `${delayMs} ms: one line with a code: ${JSON.stringify(stderr.slice(0, 600))}`);
-      t.notMatch(stderr, /Unhandled 'error' event|\n\s+at /, "no crash, no stack");
-      outcomes.push(`${delayMs} ms: ${stderr}`);
-    } else {
-      t.fail(`${delayMs} ms: neither listening nor exited within 30 s:\n${starting.stdout()}${starting.stderr()}`);
-    }
+    outcomes.push(`${delayMs} ms: ${await startupOutcome(t, `${delayMs} ms`, starting)}`);
     starting.child.kill("SIGKILL");
     await starting.exited;
     await stopPostmasterOf(path.join(dataDir, "pg"));
+  }
+  t.comment(outcomes.join("\n"));
+});
+
+t.test("a server whose database (given by URL) goes away during start-up fails with one line and a code, or starts and recovers", async (t) => {
+  const dir = tmpDir(t, "hub-lifecycle-url-");
+  const db = await startExternalPostgres(t, path.join(dir, "pg-data"));
+  const outcomes: string[] = [];
+  for (const delayMs of [100, 400, 700, 1000, 1400, 1800]) {
+    const starting = spawnServer({
+      HUB_DATA_DIR: path.join(dir, "unused"),
+      DATABASE_URL: db.authenticatorUrl,
+      SUPERUSER_DATABASE_URL: db.superuserUrl,
+      HUB_EXAMPLES: "off",
+    });
+    t.teardown(() => starting.child.kill("SIGKILL"));
+    await sleep(delayMs);
+    await db.stop();
+    let restarted = false;
+    const restart = async () => {
+      if (!restarted) await db.start();
+      restarted = true;
+    };
+    // The database comes back only once the start-up has ended one way or the other.
+    outcomes.push(`${delayMs} ms: ${await startupOutcome(t, `${delayMs} ms`, starting, restart)}`);
+    await restart();
+    starting.child.kill("SIGKILL");
+    await starting.exited;
   }
   t.comment(outcomes.join("\n"));
 });

@@ -129,3 +129,21 @@ export function startupError(error: unknown, db: OpenedDatabase | undefined): un
     : "; check that it is up and start the server again";
   return new HubError("HUB_DB_CONNECT", `Lost ${where} during start-up (${lost.message.split("\n")[0]})${hint}.`, { cause: error });
 }
+
+/**
+ * Run a start-up step again while the embedded Postgres is being started
+ * again under us (the process that shared it with us stopped it; this one
+ * takes it over within about a second). Other errors, and any error with a
+ * database given by URL, are thrown at once.
+ */
+export async function retryWhileEmbeddedRestarts<T>(db: OpenedDatabase, step: () => Promise<T>, withinMs = 5000): Promise<T> {
+  const deadline = Date.now() + withinMs;
+  for (;;) {
+    try {
+      return await step();
+    } catch (error) {
+      if (!db.embedded || Date.now() > deadline || !connectionLoss(error)) throw error;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}

@@ -493,38 +493,55 @@ export async function startEmbeddedPostgres(options: {
   }
 
   let owned = false;
-  let pid: number;
-  let port: number;
-  const running = readPostmasterPid(clusterDir);
-  if (running && isAlive(running.pid)) {
-    options.onSpawned?.();
-    port = await waitReady(clusterDir, undefined, running.pid, logFile);
-    pid = running.pid;
-    if (isOrphaned(pid)) {
-      // The process that started it died without stopping it (SIGKILL, a crash):
-      // nobody else will stop it, so this process takes it over.
-      owned = true;
-      log.warn({ dataDir, port, pid }, "adopted an embedded Postgres left running by a process that died; it stops with this one");
-    } else {
-      log.info({ dataDir, port, pid }, "using the embedded Postgres another process started on this data dir");
+  let pid = -1;
+  let port = -1;
+  /** Use the postmaster running on this cluster, or start one. */
+  const attachOrStart = async (): Promise<void> => {
+    owned = false;
+    pid = -1;
+    const running = readPostmasterPid(clusterDir);
+    if (running && isAlive(running.pid)) {
+      options.onSpawned?.();
+      pid = running.pid;
+      port = await waitReady(clusterDir, undefined, running.pid, logFile);
+      if (isOrphaned(pid)) {
+        // The process that started it died without stopping it (SIGKILL, a crash):
+        // nobody else will stop it, so this process takes it over.
+        owned = true;
+        log.warn({ dataDir, port, pid }, "adopted an embedded Postgres left running by a process that died; it stops with this one");
+      } else {
+        log.info({ dataDir, port, pid }, "using the embedded Postgres another process started on this data dir");
+      }
+      return;
     }
-  } else {
     try {
       const started = await startPostmaster(clusterDir, bins, owner, logFile, options.onSpawned);
       pid = started.child.pid ?? -1;
       port = started.port;
       owned = true;
+      log.info({ dataDir, port, pid }, "embedded Postgres started");
     } catch (error) {
       // Lost a race with another process starting the same cluster: attach to it.
       const other = readPostmasterPid(clusterDir);
       if (!other || !isAlive(other.pid)) throw error;
-      port = await waitReady(clusterDir, undefined, other.pid, logFile);
       pid = other.pid;
+      port = await waitReady(clusterDir, undefined, other.pid, logFile);
     }
-    if (owned) log.info({ dataDir, port, pid }, "embedded Postgres started");
+  };
+  // A Postgres another process started can stop while we attach to it (that
+  // process is stopping): then start it ourselves, as a later start would.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await attachOrStart();
+      await ensureDatabaseAndRoles(port, creds);
+      break;
+    } catch (error) {
+      const theirsStopped = !owned && pid > 0 && !isAlive(pid);
+      if (owned && pid > 0) await stopPostmaster(pid, log);
+      if (!theirsStopped || attempt >= 3) throw error;
+      log.warn({ dataDir, pid }, "the embedded Postgres another process started stopped while this server was attaching to it; starting it here");
+    }
   }
-
-  await ensureDatabaseAndRoles(port, creds);
 
   const stopAtExit = options.stopAtExit !== false;
   let watchdog: Watchdog | undefined;
