@@ -103,9 +103,6 @@ export const RULES = {
 type Settings = typeof RULES;
 type ValueOf<K extends keyof Settings> = Settings[K] extends Rule<infer T> ? T : never;
 
-/** The options that override a setting of the environment (validated here, not in options.ts). */
-export const CONFIG_OPTIONS: readonly string[] = Object.values(RULES).flatMap((r: Rule<unknown>) => (r.option ? [r.option] : []));
-
 /** Never echo a database password into a log or an error message. */
 export function redactUrl(raw: string): string {
   return raw.replace(/^([a-z]+:\/\/[^:/@]*:)[^@]*@/i, "$1***@");

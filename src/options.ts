@@ -30,6 +30,7 @@ export interface ServerOptions {
   port?: number;
   host?: string;
   dataDir?: string;
+  /** With superuserDatabaseUrl, or neither: the pair replaces DATABASE_URL and SUPERUSER_DATABASE_URL. */
   databaseUrl?: string;
   superuserDatabaseUrl?: string;
   logLevel?: LogLevel;

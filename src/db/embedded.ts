@@ -24,7 +24,12 @@ import { watchPostmaster, type Watchdog } from "./watchdog.js";
  *   credentials.json  passwords of the two roles (mode 0600, written once)
  *   pg/               the cluster; only ever appears complete (initdb runs in a
  *                     temporary sibling that is renamed into place)
- *   postgres.log      the server's own log
+ *   postgres.log      the server's own log (mode 0600: it holds failed statements)
+ *
+ * The process that starts the postmaster owns it: it stops it when it stops,
+ * and a watchdog process (src/db/watchdog.ts) stops it if it dies without
+ * doing so. Other processes on the same data dir share it, and start it again
+ * (becoming its owner) when it stops under them.
  */
 export interface EmbeddedDatabase {
   superuserUrl: string;
