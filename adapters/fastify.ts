@@ -1,5 +1,6 @@
 import Fastify, { type FastifyInstance } from "fastify";
 import { randomUUID } from "node:crypto";
+import diagnosticsChannel from "node:diagnostics_channel";
 import type { ServerOptions } from "node:http";
 import type { Logger } from "../src/logger.js";
 import { countResponse } from "../src/stats.js";
@@ -65,5 +66,29 @@ export function createFastify(options: FastifyOptions): FastifyInstance {
       message: `No route for ${request.method} ${request.url.split("?")[0]}`,
     });
   });
+  closeConnectionsOnceIdle(app as unknown as FastifyInstance);
   return app as unknown as FastifyInstance;
+}
+
+/**
+ * On close, Fastify ("idle") and Node close the keep-alive connections idle at
+ * that moment; a connection whose request is still in flight stays open after
+ * its response has gone out, until the client or the shutdown timeout closes
+ * it, so a keep-alive client held every shutdown for the whole timeout. While
+ * closing we follow every finished response (Node's diagnostics channel; no
+ * cost before shutdown, when nobody subscribes) and close the connections that
+ * have become idle.
+ */
+function closeConnectionsOnceIdle(app: FastifyInstance): void {
+  app.addHook("preClose", (done) => {
+    const server = app.server;
+    const onFinish = (message: unknown) => {
+      if ((message as { server?: unknown }).server !== server) return;
+      // After Node has detached the response from its socket.
+      setImmediate(() => server.closeIdleConnections());
+    };
+    diagnosticsChannel.subscribe("http.server.response.finish", onFinish);
+    server.once("close", () => diagnosticsChannel.unsubscribe("http.server.response.finish", onFinish));
+    done();
+  });
 }

@@ -1,7 +1,12 @@
 import path from "node:path";
-import { configInvalid } from "./errors.js";
+import { configInvalid, optionInvalid, type HubError } from "./errors.js";
 
-/** The process configuration, read once from the environment (README: Configuration). */
+/**
+ * The process configuration: the environment (README: Configuration), each
+ * setting overridable by its `startAndListen` option. Both sources go through
+ * the same rules below, with the same messages; only the name of the source
+ * differs ("Environment variable PORT" / "Server option "port"").
+ */
 export interface HubConfig {
   /** Connection used by GraphQL requests; it switches to `app_postgraphile` per request. */
   databaseUrl: string | undefined;
@@ -25,80 +30,167 @@ const NODE_ENVS = ["development", "production", "test"] as const;
 
 type Env = Record<string, string | undefined>;
 
-function parsePort(raw: string | undefined): number {
-  if (raw === undefined || raw === "") return 4000;
-  if (!/^\d{1,5}$/.test(raw) || Number(raw) > 65535) {
-    throw configInvalid("PORT", raw, "an integer from 0 to 65535 (0 picks any free port)");
-  }
-  return Number(raw);
+/** A value checked by a rule, or what was expected instead. */
+type Checked<T> = { value: T } | { expected: string };
+
+/**
+ * One setting: its environment variable, its option (if it has one), and how
+ * a value from either is checked. `env` receives the variable's text; `option`
+ * the option's value. Where the two can hold the same kind of value they share
+ * one check (and so one message).
+ */
+interface Rule<T> {
+  variable: string;
+  option?: string;
+  env(raw: string): Checked<T>;
+  option_?(value: unknown): Checked<T>;
 }
 
-function parseDatabaseUrl(name: string, raw: string | undefined): string | undefined {
-  if (raw === undefined || raw === "") return undefined;
+const ok = <T>(value: T): Checked<T> => ({ value });
+const expected = (text: string): Checked<never> => ({ expected: text });
+
+const PORT_EXPECTED = "an integer from 0 to 65535 (0 picks any free port)";
+const checkPort = (v: unknown): Checked<number> =>
+  Number.isInteger(v) && (v as number) >= 0 && (v as number) <= 65535 ? ok(v as number) : expected(PORT_EXPECTED);
+
+const checkHost = (v: unknown): Checked<string> =>
+  typeof v === "string" && /^[A-Za-z0-9.:\-[\]]+$/.test(v) ? ok(v) : expected("a host name or IP address such as 127.0.0.1, 0.0.0.0 or ::");
+
+const checkDataDir = (v: unknown): Checked<string> =>
+  typeof v === "string" && v.trim() !== "" ? ok(v) : expected("a directory path (default ./.hub)");
+
+const checkLogLevel = (v: unknown): Checked<LogLevel> =>
+  (LOG_LEVELS as readonly unknown[]).includes(v) ? ok(v as LogLevel) : expected(`one of ${LOG_LEVELS.join(", ")}`);
+
+function checkDatabaseUrl(v: unknown): Checked<string> {
+  if (typeof v !== "string") return expected("a URL such as postgres://user:password@host:5432/dbname");
   let url: URL;
   try {
-    url = new URL(raw);
+    url = new URL(v);
   } catch {
-    throw configInvalid(name, redactUrl(raw), "a URL such as postgres://user:password@host:5432/dbname");
+    return expected("a URL such as postgres://user:password@host:5432/dbname");
   }
-  if (url.protocol !== "postgres:" && url.protocol !== "postgresql:") {
-    throw configInvalid(name, redactUrl(raw), "a URL starting with postgres:// or postgresql://");
-  }
+  if (url.protocol !== "postgres:" && url.protocol !== "postgresql:") return expected("a URL starting with postgres:// or postgresql://");
   if (url.hostname === "" && !url.searchParams.has("host")) {
-    throw configInvalid(name, redactUrl(raw), "a URL with a host, e.g. postgres://user:password@localhost:5432/dbname");
+    return expected("a URL with a host, e.g. postgres://user:password@localhost:5432/dbname");
   }
-  return raw;
+  return ok(v);
 }
+
+const onOff = (raw: string): Checked<boolean> => (raw === "on" ? ok(true) : raw === "off" ? ok(false) : expected("on or off"));
+const bool = (v: unknown): Checked<boolean> => (typeof v === "boolean" ? ok(v) : expected("true or false"));
+
+export const RULES = {
+  port: { variable: "PORT", option: "port", env: (raw) => (/^\d{1,5}$/.test(raw) ? checkPort(Number(raw)) : expected(PORT_EXPECTED)), option_: checkPort } as Rule<number>,
+  host: { variable: "HOST", option: "host", env: checkHost, option_: checkHost } as Rule<string>,
+  nodeEnv: {
+    variable: "NODE_ENV",
+    env: (raw) => ((NODE_ENVS as readonly string[]).includes(raw) ? ok(raw as HubConfig["nodeEnv"]) : expected(`one of ${NODE_ENVS.join(", ")}`)),
+  } as Rule<HubConfig["nodeEnv"]>,
+  logLevel: { variable: "LOG_LEVEL", option: "logLevel", env: checkLogLevel, option_: checkLogLevel } as Rule<LogLevel>,
+  dataDir: { variable: "HUB_DATA_DIR", option: "dataDir", env: checkDataDir, option_: checkDataDir } as Rule<string>,
+  databaseUrl: { variable: "DATABASE_URL", option: "databaseUrl", env: checkDatabaseUrl, option_: checkDatabaseUrl } as Rule<string>,
+  superuserDatabaseUrl: { variable: "SUPERUSER_DATABASE_URL", option: "superuserDatabaseUrl", env: checkDatabaseUrl, option_: checkDatabaseUrl } as Rule<string>,
+  playground: {
+    variable: "HUB_PLAYGROUND",
+    option: "playground",
+    env: (raw) => (raw === "auto" ? ok(undefined) : raw === "on" || raw === "off" ? onOff(raw) : expected("on, off or auto")),
+    option_: bool,
+  } as Rule<boolean | undefined>,
+  introspection: { variable: "HUB_INTROSPECTION", option: "introspection", env: onOff, option_: bool } as Rule<boolean>,
+} satisfies Record<string, Rule<unknown>>;
+
+type Settings = typeof RULES;
+type ValueOf<K extends keyof Settings> = Settings[K] extends Rule<infer T> ? T : never;
 
 /** Never echo a database password into a log or an error message. */
 export function redactUrl(raw: string): string {
   return raw.replace(/^([a-z]+:\/\/[^:/@]*:)[^@]*@/i, "$1***@");
 }
 
-function oneOf<T extends string>(name: string, raw: string | undefined, allowed: readonly T[], fallback: T): T {
-  if (raw === undefined || raw === "") return fallback;
-  if (!(allowed as readonly string[]).includes(raw)) {
-    throw configInvalid(name, raw, `one of ${allowed.join(", ")}`);
-  }
-  return raw as T;
+/** Where a setting's value came from: the error names it that way. */
+type Source = "env" | "option";
+
+function invalid(rule: Rule<unknown>, source: Source, received: unknown, what: string): HubError {
+  const shown = typeof received === "string" && /URL/.test(rule.variable) ? redactUrl(received) : received;
+  return source === "option" ? optionInvalid(rule.option!, shown, what) : configInvalid(rule.variable, shown, what);
 }
 
-export function readConfig(env: Env = process.env): HubConfig {
-  const nodeEnv = oneOf("NODE_ENV", env.NODE_ENV, NODE_ENVS, "development");
-  const databaseUrl = parseDatabaseUrl("DATABASE_URL", env.DATABASE_URL);
-  const superuserDatabaseUrl = parseDatabaseUrl("SUPERUSER_DATABASE_URL", env.SUPERUSER_DATABASE_URL);
-  if (databaseUrl !== undefined && superuserDatabaseUrl === undefined) {
-    throw configInvalid(
-      "SUPERUSER_DATABASE_URL",
-      env.SUPERUSER_DATABASE_URL,
-      "a postgres:// URL whenever DATABASE_URL is set (migrations and superuserPool need it); unset both to use the embedded database",
-    );
-  }
-  if (superuserDatabaseUrl !== undefined && databaseUrl === undefined) {
-    throw configInvalid(
-      "DATABASE_URL",
-      env.DATABASE_URL,
-      "a postgres:// URL whenever SUPERUSER_DATABASE_URL is set; unset both to use the embedded database",
-    );
-  }
-  const host = env.HOST ?? "";
-  if (host !== "" && !/^[A-Za-z0-9.:\-[\]]+$/.test(host)) {
-    throw configInvalid("HOST", host, "a host name or IP address such as 127.0.0.1, 0.0.0.0 or ::");
-  }
-  const dataDir = env.HUB_DATA_DIR ?? "";
-  if (env.HUB_DATA_DIR !== undefined && dataDir.trim() === "") {
-    throw configInvalid("HUB_DATA_DIR", dataDir, "a directory path (default ./.hub)");
-  }
+const nameOf = (rule: Rule<unknown>, source: Source) => (source === "option" ? `"${rule.option!}"` : rule.variable);
+
+export type ConfigOptions = Partial<Record<string, unknown>>;
+
+/**
+ * The configuration from the environment, each setting overridden by its
+ * option when that is given. An empty variable counts as unset.
+ */
+export function readConfig(env: Env = process.env, options: ConfigOptions = {}): HubConfig {
+  const pick = <K extends keyof Settings>(key: K): { value: ValueOf<K>; source: Source } | undefined => {
+    const rule = RULES[key] as Rule<ValueOf<K>>;
+    const fromOption = rule.option !== undefined ? options[rule.option] : undefined;
+    if (fromOption !== undefined) {
+      const checked = rule.option_!(fromOption);
+      if ("expected" in checked) throw invalid(rule, "option", fromOption, checked.expected);
+      return { value: checked.value, source: "option" };
+    }
+    const raw = env[rule.variable];
+    if (raw === undefined || (raw === "" && key !== "dataDir")) return undefined;
+    const checked = rule.env(raw);
+    if ("expected" in checked) throw invalid(rule, "env", raw, checked.expected);
+    return { value: checked.value, source: "env" };
+  };
+
+  const nodeEnv = pick("nodeEnv")?.value ?? "development";
+  const { databaseUrl, superuserDatabaseUrl } = databaseUrls(env, options, pick);
+  const host = pick("host")?.value;
+  const dataDir = pick("dataDir")?.value;
   return {
     databaseUrl,
     superuserDatabaseUrl,
-    port: parsePort(env.PORT),
-    host: host !== "" ? host : nodeEnv === "production" ? "0.0.0.0" : "127.0.0.1",
+    port: pick("port")?.value ?? 4000,
+    host: host ?? (nodeEnv === "production" ? "0.0.0.0" : "127.0.0.1"),
     nodeEnv,
-    logLevel: oneOf("LOG_LEVEL", env.LOG_LEVEL, LOG_LEVELS, nodeEnv === "test" ? "warn" : "info"),
-    dataDir: path.resolve(dataDir !== "" ? dataDir : ".hub"),
-    introspection: oneOf("HUB_INTROSPECTION", env.HUB_INTROSPECTION, ["on", "off"] as const, nodeEnv === "production" ? "off" : "on") === "on",
+    logLevel: pick("logLevel")?.value ?? (nodeEnv === "test" ? "warn" : "info"),
+    dataDir: path.resolve(dataDir ?? ".hub"),
+    introspection: pick("introspection")?.value ?? nodeEnv !== "production",
     // Anyone can mint playground players: never on in production unless asked for.
-    playground: oneOf("HUB_PLAYGROUND", env.HUB_PLAYGROUND, ["on", "off", "auto"] as const, "auto") === "auto" ? databaseUrl === undefined && nodeEnv !== "production" : env.HUB_PLAYGROUND === "on",
+    playground: pick("playground")?.value ?? (databaseUrl === undefined && nodeEnv !== "production"),
   };
+}
+
+/**
+ * The two URLs are one setting: both or neither, from one source. Given as
+ * options they replace the environment's pair; one URL alone (from either
+ * source) is refused rather than ignored, since the hub would otherwise start
+ * the embedded Postgres (or mix two servers) without saying so.
+ */
+function databaseUrls(
+  env: Env,
+  options: ConfigOptions,
+  pick: (key: "databaseUrl" | "superuserDatabaseUrl") => { value: unknown } | undefined,
+): { databaseUrl: string | undefined; superuserDatabaseUrl: string | undefined } {
+  const source: Source = options.databaseUrl !== undefined || options.superuserDatabaseUrl !== undefined ? "option" : "env";
+  // From options, a URL not given is missing, not taken from the environment.
+  const get = (key: "databaseUrl" | "superuserDatabaseUrl") =>
+    source === "option" && options[RULES[key].option!] === undefined ? undefined : (pick(key)?.value as string | undefined);
+  const databaseUrl = get("databaseUrl");
+  const superuserDatabaseUrl = get("superuserDatabaseUrl");
+  const [db, su] = [RULES.databaseUrl as Rule<unknown>, RULES.superuserDatabaseUrl as Rule<unknown>];
+  if (databaseUrl !== undefined && superuserDatabaseUrl === undefined) {
+    throw invalid(
+      su,
+      source,
+      source === "env" ? env[su.variable] : undefined,
+      `a postgres:// URL whenever ${nameOf(db, source)} is set (migrations and superuserPool need it); unset both to use the embedded database`,
+    );
+  }
+  if (superuserDatabaseUrl !== undefined && databaseUrl === undefined) {
+    throw invalid(
+      db,
+      source,
+      source === "env" ? env[db.variable] : undefined,
+      `a postgres:// URL whenever ${nameOf(su, source)} is set; unset both to use the embedded database`,
+    );
+  }
+  return { databaseUrl, superuserDatabaseUrl };
 }

@@ -3,9 +3,9 @@ import fsp from "node:fs/promises";
 import path from "node:path";
 import { postgraphile } from "postgraphile";
 import { lexicographicSortSchema, printSchema } from "graphql";
-import { readConfig, type HubConfig } from "./config.js";
+import { readConfig } from "./config.js";
 import { createLogger, setLogger, type Logger } from "./logger.js";
-import { discardPrewarmed, endPool, openDatabase } from "./db/database.js";
+import { discardPrewarmed, endPool, openDatabase, retryWhileEmbeddedRestarts, startupError, type OpenedDatabase } from "./db/database.js";
 import { openPools, ensureRoleSwitch, setSuperuserPool, clearSuperuserPool, type HubPools } from "./db/pools.js";
 import { migrate } from "./db/migrate.js";
 import { validateOptions, type ServerOptions } from "./options.js";
@@ -32,20 +32,6 @@ export interface RunningServer {
 }
 
 const MAX_BODY = 1024 * 1024;
-
-function applyOverrides(config: HubConfig, options: ServerOptions): HubConfig {
-  return {
-    ...config,
-    port: options.port ?? config.port,
-    host: options.host ?? config.host,
-    dataDir: options.dataDir !== undefined ? path.resolve(options.dataDir) : config.dataDir,
-    databaseUrl: options.databaseUrl ?? config.databaseUrl,
-    superuserDatabaseUrl: options.superuserDatabaseUrl ?? config.superuserDatabaseUrl,
-    logLevel: options.logLevel ?? config.logLevel,
-    playground: options.playground ?? config.playground,
-    introspection: options.introspection ?? config.introspection,
-  };
-}
 
 /**
  * Stop accepting, let in-flight requests finish, and after timeoutMs cut the
@@ -82,21 +68,24 @@ export async function startAndListen(
   callback?: (info: { port: number }) => void,
 ): Promise<RunningServer> {
   const options = validateOptions(rawOptions);
-  const config = applyOverrides(readConfig(), options);
+  // The environment, overridden by the options: one set of rules and messages for both.
+  const config = readConfig(process.env, options as Record<string, unknown>);
   const log = createLogger({ level: config.logLevel, pretty: config.nodeEnv === "development" && process.stdout.isTTY === true });
   setLogger(log);
 
   const cleanup: (() => Promise<unknown>)[] = [];
+  let opened: OpenedDatabase | undefined;
   try {
     const db = await openDatabase(config, log);
+    opened = db;
     cleanup.push(() => db.close());
     await discardPrewarmed();
     const urls = { databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl };
     const embedded = db.embedded;
 
-    const pools: HubPools = await openPools(urls, log);
+    const pools: HubPools = await retryWhileEmbeddedRestarts(db, () => openPools(urls, log));
     cleanup.push(() => Promise.all([endPool(pools.graphql), endPool(pools.superuser)]));
-    await migrate(pools.superuser, { userMigrationsPath: options.userDatabaseMigrationsPath, log });
+    await retryWhileEmbeddedRestarts(db, () => migrate(pools.superuser, { userMigrationsPath: options.userDatabaseMigrationsPath, log }));
     await ensureRoleSwitch(pools, log);
     setSuperuserPool(pools.superuser);
     cleanup.push(async () => clearSuperuserPool(pools.superuser));
@@ -200,6 +189,6 @@ export async function startAndListen(
     return { port, url, superuserDatabaseUrl: urls.superuserDatabaseUrl, stop };
   } catch (error) {
     await unwind(cleanup, log);
-    throw error;
+    throw startupError(error, opened);
   }
 }

@@ -36,7 +36,6 @@
  * databases there, and drops each database when its test server stops. The
  * superuser role needs CREATEDB.
  */
-import { spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import fs from "node:fs";
 import fsp from "node:fs/promises";
@@ -48,6 +47,7 @@ import { coreMigrations } from "./db/core-migrations.js";
 import { endPool } from "./db/database.js";
 import { isAlive, startEmbeddedPostgres } from "./db/embedded.js";
 import { migrate } from "./db/migrate.js";
+import { WATCHDOG_PRELUDE, spawnWatchdog } from "./db/watchdog.js";
 import { redactUrl } from "./config.js";
 import type { Logger } from "./logger.js";
 
@@ -116,18 +116,11 @@ function withDatabase(url: string, database: string): string {
 
 // ---------------------------------------------------------------- the watchdog
 
-/**
- * Runs as `node -e` in a clean environment (no loaders, no NODE_OPTIONS), so
- * it needs nothing but Node's built-ins. argv: clusterDir, idle milliseconds.
- */
-const WATCHDOG_SOURCE = String.raw`
-"use strict";
-const fs = require("fs"), path = require("path");
+/** Runs through spawnWatchdog (src/db/watchdog.ts). argv: clusterDir, idle milliseconds. */
+const WATCHDOG_SOURCE = `${WATCHDOG_PRELUDE}
 const [dir, idleRaw] = process.argv.slice(1);
 const idleMs = Number(idleRaw);
 const mine = path.join(dir, "watchdog.pid"), leases = path.join(dir, "leases"), stopping = path.join(dir, "stopping");
-const alive = (pid) => { try { process.kill(pid, 0); return true; } catch (e) { return e.code === "EPERM"; } };
-const readPid = (file) => { try { return Number(fs.readFileSync(file, "utf8").split("\n")[0]) || 0; } catch { return 0; } };
 const postmaster = () => readPid(path.join(dir, "pg", "postmaster.pid"));
 const liveLeases = () => {
   let n = 0;
@@ -158,14 +151,7 @@ const tick = () => {
   fs.writeFileSync(stopping, String(process.pid));
   if (liveLeases() > 0) { fs.unlinkSync(stopping); lastBusy = Date.now(); return; }
   clearInterval(timer);
-  try { process.kill(pid, "SIGINT"); } catch {}
-  const deadline = Date.now() + 15000;
-  const wait = () => {
-    if (alive(pid) && Date.now() < deadline) return setTimeout(wait, 50);
-    if (alive(pid)) try { process.kill(pid, "SIGQUIT"); } catch {}
-    quit();
-  };
-  wait();
+  stopPostmaster(pid, quit);
 };
 // A failed tick (a full disk, a file removed under it) is retried at the next one.
 timer = setInterval(() => { try { tick(); } catch {} }, 500);
@@ -175,15 +161,8 @@ function startWatchdog(dir: string, log: Logger): void {
   const current = Number(fs.readFileSync(path.join(dir, "watchdog.pid"), { encoding: "utf8", flag: "a+" }).trim());
   if (current > 0 && isAlive(current)) return;
   const idleMs = String(Math.round(idleSeconds() * 1000));
-  // `env -i`: test runners inject loaders into every child through
-  // NODE_OPTIONS (tap's processinfo does); the watchdog must outlive them.
-  const child = spawn("env", ["-i", `PATH=${process.env.PATH ?? "/usr/bin:/bin"}`, process.execPath, "-e", WATCHDOG_SOURCE, dir, idleMs], {
-    detached: true,
-    stdio: "ignore",
-    cwd: dir,
-  });
+  const child = spawnWatchdog(WATCHDOG_SOURCE, [dir, idleMs], { cwd: dir, stdin: "ignore" });
   child.on("error", (error) => log.warn({ err: error }, "test kit: could not start the watchdog of the shared cluster"));
-  child.unref();
 }
 
 // ---------------------------------------------------------------- the lease

@@ -105,6 +105,21 @@ t.test("the server never logs credentials", async (t) => {
   t.equal(mode, 0o600, "credentials file readable by its owner only");
 });
 
+/** Pids whose parent is ppid (Linux /proc). */
+function childrenOf(ppid: number): number[] {
+  const found: number[] = [];
+  for (const name of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${name}/stat`, "utf8");
+      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === ppid) found.push(Number(name));
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  return found;
+}
+
 async function gone(pid: number, withinMs: number): Promise<boolean> {
   const deadline = Date.now() + withinMs;
   while (Date.now() < deadline) {
@@ -125,12 +140,18 @@ t.test("a second Ctrl-C while stopping, or a killed server, never leaves the emb
   await first.exited;
   t.ok(await gone(pid, 5000), "Postgres stopped although the second signal cut the graceful stop short");
 
-  // A server killed outright cannot stop anything; the next one adopts the orphan and stops it when it stops.
+  // A server killed outright cannot stop anything itself: its watchdog does (test/lifecycle.test.ts).
+  // With the watchdog killed too, the postmaster is left running; the next server adopts the orphan
+  // and stops it when it stops.
   const second = await startServerProcess({ HUB_DATA_DIR: dataDir });
   const orphan = postmasterPid(dataDir)!;
+  const watchdogs = childrenOf(second.child.pid!).filter((pid) => pid !== orphan);
+  t.equal(watchdogs.length, 1, "the server runs one watchdog besides the postmaster");
+  for (const pid of watchdogs) process.kill(pid, "SIGKILL");
   second.child.kill("SIGKILL");
   await second.exited;
-  t.ok(alive(orphan), "SIGKILL leaves Postgres running (nothing can prevent that)");
+  await new Promise((r) => setTimeout(r, 500));
+  t.ok(alive(orphan), "SIGKILL of the server and its watchdog leaves Postgres running");
   const third = await startServerProcess({ HUB_DATA_DIR: dataDir });
   t.teardown(() => third.child.kill("SIGKILL"));
   t.match(third.output(), /adopted an embedded Postgres left running by a process that died/);

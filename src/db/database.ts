@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { HubError } from "../errors.js";
 import type { HubConfig } from "../config.js";
 import type { Logger } from "../logger.js";
 import { startEmbeddedPostgres, type EmbeddedDatabase } from "./embedded.js";
@@ -96,4 +97,53 @@ export async function discardPrewarmed(): Promise<void> {
   const pending = [...prewarmed.values()];
   prewarmed.clear();
   await Promise.all(pending.map((p) => p.then((db) => db.close(), () => undefined)));
+}
+
+/** Postgres error codes and socket errors that mean the connection, not the statement, failed. */
+const CONNECTION_LOST_CODES = new Set(["57P01", "57P02", "57P03", "08000", "08003", "08006", "ECONNREFUSED", "ECONNRESET", "EPIPE"]);
+
+function connectionLoss(error: unknown, depth = 0): Error | undefined {
+  if (!(error instanceof Error) || depth > 5) return undefined;
+  const code = (error as { code?: unknown }).code;
+  if ((typeof code === "string" && CONNECTION_LOST_CODES.has(code)) || /^Connection terminated/.test(error.message)) return error;
+  for (const inner of [error.cause, ...((error as { errors?: unknown[] }).errors ?? [])]) {
+    const found = connectionLoss(inner, depth + 1);
+    if (found) return found;
+  }
+  return undefined;
+}
+
+/**
+ * What a failed start-up reports: a HubError as it is; the database going
+ * away mid-start (a shared embedded Postgres stopped by its owner, a server
+ * restarted) as one line with a code, instead of a driver error and its stack.
+ */
+export function startupError(error: unknown, db: OpenedDatabase | undefined): unknown {
+  // A pool that cannot connect names its environment variable: not what an embedded database needs.
+  if (error instanceof HubError && !(db?.embedded && error.code === "HUB_DB_CONNECT")) return error;
+  const lost = connectionLoss(error);
+  if (!lost) return error;
+  const where = db?.embedded ? `the embedded Postgres (127.0.0.1:${db.embedded.port})` : "the database";
+  const hint = db?.embedded
+    ? "; another process using the same data dir probably stopped it. Start the server again"
+    : "; check that it is up and start the server again";
+  return new HubError("HUB_DB_CONNECT", `Lost ${where} during start-up (${lost.message.split("\n")[0]})${hint}.`, { cause: error });
+}
+
+/**
+ * Run a start-up step again while the embedded Postgres is being started
+ * again under us (the process that shared it with us stopped it; this one
+ * takes it over within about a second). Other errors, and any error with a
+ * database given by URL, are thrown at once.
+ */
+export async function retryWhileEmbeddedRestarts<T>(db: OpenedDatabase, step: () => Promise<T>, withinMs = 5000): Promise<T> {
+  const deadline = Date.now() + withinMs;
+  for (;;) {
+    try {
+      return await step();
+    } catch (error) {
+      if (!db.embedded || Date.now() > deadline || !connectionLoss(error)) throw error;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
 }

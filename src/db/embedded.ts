@@ -9,6 +9,7 @@ import path from "node:path";
 import pg from "pg";
 import { HubError } from "../errors.js";
 import type { Logger } from "../logger.js";
+import { watchPostmaster, type Watchdog } from "./watchdog.js";
 
 /**
  * The embedded Postgres used when no database URL is configured.
@@ -23,15 +24,23 @@ import type { Logger } from "../logger.js";
  *   credentials.json  passwords of the two roles (mode 0600, written once)
  *   pg/               the cluster; only ever appears complete (initdb runs in a
  *                     temporary sibling that is renamed into place)
- *   postgres.log      the server's own log
+ *   postgres.log      the server's own log (mode 0600: it holds failed statements)
+ *
+ * The process that starts the postmaster owns it: it stops it when it stops,
+ * and a watchdog process (src/db/watchdog.ts) stops it if it dies without
+ * doing so. Other processes on the same data dir share it, and start it again
+ * (becoming its owner) when it stops under them.
  */
 export interface EmbeddedDatabase {
   superuserUrl: string;
   authenticatorUrl: string;
   port: number;
   clusterDir: string;
-  /** False when another process started this Postgres: that process stops it. */
-  owned: boolean;
+  /**
+   * False while another process's Postgres is shared: that process stops it
+   * (and when it does, this one starts it again and becomes the owner).
+   */
+  readonly owned: boolean;
   stop(): Promise<void>;
 }
 
@@ -147,7 +156,10 @@ async function chownTree(dir: string, owner: { uid: number; gid: number }): Prom
 async function readOrCreateCredentials(dataDir: string): Promise<Credentials> {
   const file = path.join(dataDir, "credentials.json");
   try {
-    return JSON.parse(await fsp.readFile(file, "utf8")) as Credentials;
+    const text = await fsp.readFile(file, "utf8");
+    // Passwords: owner-only, also if an older version or a copy left it readable.
+    if (((await fsp.stat(file)).mode & 0o077) !== 0) await fsp.chmod(file, 0o600);
+    return JSON.parse(text) as Credentials;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
   }
@@ -304,6 +316,12 @@ async function waitReady(clusterDir: string, child: ChildProcess | undefined, pi
   while (Date.now() < deadline) {
     const info = readPostmasterPid(clusterDir);
     if (info && info.pid === pid && info.status === "ready") return info.port;
+    if (!child && !isAlive(pid)) {
+      throw new HubError(
+        "HUB_EMBEDDED_PG",
+        `The embedded Postgres another process started on this data dir (pid ${pid}) stopped while this server was starting; start the server again (its log: ${logFile}).`,
+      );
+    }
     if (exited || !isAlive(pid)) {
       throw new HubError("HUB_EMBEDDED_PG", `The embedded Postgres exited during start-up. Its log (${logFile}) ends with:\n${await tailLog(logFile)}`);
     }
@@ -319,7 +337,10 @@ function spawnPostmaster(
   owner: { uid: number; gid: number } | undefined,
   logFile: string,
 ): ChildProcess {
-  const logFd = fs.openSync(logFile, "a", 0o644);
+  // Owner-only: the log holds the text of failed statements. fchmod too, for a
+  // log an older version created world-readable.
+  const logFd = fs.openSync(logFile, "a", 0o600);
+  fs.fchmodSync(logFd, 0o600);
   if (owner) fs.fchownSync(logFd, owner.uid, owner.gid);
   // Detached into its own process group: a Ctrl-C in the terminal reaches only
   // the hub, which drains requests and then stops Postgres itself.
@@ -371,8 +392,11 @@ async function startPostmaster(
 
 async function ensureDatabaseAndRoles(port: number, creds: Credentials): Promise<void> {
   const admin = new pg.Client({ host: "127.0.0.1", port, user: SUPERUSER, password: creds.superuserPassword, database: "postgres" });
-  await admin.connect();
+  // Postgres stopping meanwhile (the process sharing it with us stopped) fails
+  // the pending query, reported below; unheard, the event would end the process.
+  admin.on("error", () => undefined);
   try {
+    await admin.connect();
     const { rowCount } = await admin.query("select 1 from pg_database where datname = $1", [DATABASE]);
     if (rowCount === 0) {
       try {
@@ -392,9 +416,22 @@ async function ensureDatabaseAndRoles(port: number, creds: Credentials): Promise
         if ((error as { code?: string }).code !== "42710" && (error as { code?: string }).code !== "23505") throw error;
       }
     }
+  } catch (error) {
+    throw lostDuringStart(port, error);
   } finally {
-    await admin.end();
+    await admin.end().catch(() => undefined);
   }
+}
+
+/** The one-line error of a start-up that lost the embedded Postgres (or never reached it). */
+export function lostDuringStart(port: number, error: unknown): HubError {
+  if (error instanceof HubError) return error;
+  return new HubError(
+    "HUB_EMBEDDED_PG",
+    `Lost the embedded Postgres (127.0.0.1:${port}) during start-up: ${String((error as Error)?.message ?? error).split("\n")[0]}. ` +
+      "Another process using the same data dir probably stopped it; start the server again.",
+    { cause: error },
+  );
 }
 
 /** SIGINT ("fast" shutdown) and wait until it is gone; SIGQUIT after 15 s. */
@@ -435,7 +472,8 @@ export async function startEmbeddedPostgres(options: {
   onSpawned?: () => void;
 }): Promise<EmbeddedDatabase> {
   const { dataDir, log } = options;
-  await fsp.mkdir(dataDir, { recursive: true, mode: 0o755 });
+  // Owner-only when we create it (root: ensureTraversable adds o+x for the postgres account).
+  await fsp.mkdir(dataDir, { recursive: true, mode: 0o700 });
   const clusterDir = path.join(dataDir, "pg");
   const logFile = path.join(dataDir, "postgres.log");
   const creds = await readOrCreateCredentials(dataDir);
@@ -460,40 +498,65 @@ export async function startEmbeddedPostgres(options: {
   }
 
   let owned = false;
-  let pid: number;
-  let port: number;
-  const running = readPostmasterPid(clusterDir);
-  if (running && isAlive(running.pid)) {
-    options.onSpawned?.();
-    port = await waitReady(clusterDir, undefined, running.pid, logFile);
-    pid = running.pid;
-    if (isOrphaned(pid)) {
-      // The process that started it died without stopping it (SIGKILL, a crash):
-      // nobody else will stop it, so this process takes it over.
-      owned = true;
-      log.warn({ dataDir, port, pid }, "adopted an embedded Postgres left running by a process that died; it stops with this one");
-    } else {
-      log.info({ dataDir, port, pid }, "using the embedded Postgres another process started on this data dir");
+  let pid = -1;
+  let port = -1;
+  /** Use the postmaster running on this cluster, or start one. */
+  const attachOrStart = async (): Promise<void> => {
+    owned = false;
+    pid = -1;
+    const running = readPostmasterPid(clusterDir);
+    if (running && isAlive(running.pid)) {
+      options.onSpawned?.();
+      pid = running.pid;
+      port = await waitReady(clusterDir, undefined, running.pid, logFile);
+      if (isOrphaned(pid)) {
+        // The process that started it died without stopping it (SIGKILL, a crash):
+        // nobody else will stop it, so this process takes it over.
+        owned = true;
+        log.warn({ dataDir, port, pid }, "adopted an embedded Postgres left running by a process that died; it stops with this one");
+      } else {
+        log.info({ dataDir, port, pid }, "using the embedded Postgres another process started on this data dir");
+      }
+      return;
     }
-  } else {
     try {
       const started = await startPostmaster(clusterDir, bins, owner, logFile, options.onSpawned);
       pid = started.child.pid ?? -1;
       port = started.port;
       owned = true;
+      log.info({ dataDir, port, pid }, "embedded Postgres started");
     } catch (error) {
       // Lost a race with another process starting the same cluster: attach to it.
       const other = readPostmasterPid(clusterDir);
       if (!other || !isAlive(other.pid)) throw error;
-      port = await waitReady(clusterDir, undefined, other.pid, logFile);
       pid = other.pid;
+      port = await waitReady(clusterDir, undefined, other.pid, logFile);
     }
-    if (owned) log.info({ dataDir, port, pid }, "embedded Postgres started");
+  };
+  // A Postgres another process started can stop while we attach to it (that
+  // process is stopping): then start it ourselves, as a later start would.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await attachOrStart();
+      await ensureDatabaseAndRoles(port, creds);
+      break;
+    } catch (error) {
+      const theirsStopped = !owned && pid > 0 && !isAlive(pid);
+      if (owned && pid > 0) await stopPostmaster(pid, log);
+      if (!theirsStopped || attempt >= 3) throw error;
+      log.warn({ dataDir, pid }, "the embedded Postgres another process started stopped while this server was attaching to it; starting it here");
+    }
   }
 
-  await ensureDatabaseAndRoles(port, creds);
+  const stopAtExit = options.stopAtExit !== false;
+  let watchdog: Watchdog | undefined;
+  let monitor: NodeJS.Timeout | undefined;
+  let stopped = false;
 
-  // Whatever way this process ends, never leave an orphaned postmaster behind.
+  // Whatever way this process ends, never leave a postmaster it owns behind:
+  // on a normal exit (process.exit included) this hook stops it at once; when
+  // the process dies without running hooks (a fatal V8 error, abort, SIGKILL,
+  // the OOM killer) the watchdog does.
   const onExit = () => {
     if (owned && isAlive(pid)) {
       try {
@@ -503,20 +566,111 @@ export async function startEmbeddedPostgres(options: {
       }
     }
   };
-  if (owned && options.stopAtExit !== false) process.once("exit", onExit);
+  const own = () => {
+    disown();
+    owned = true;
+    if (!stopAtExit) return;
+    process.once("exit", onExit);
+    watchdog = watchPostmaster(clusterDir, pid, (error) =>
+      log.warn({ err: error }, "could not start the watchdog that stops the embedded Postgres if this process dies"),
+    );
+  };
+  const disown = () => {
+    owned = false;
+    process.removeListener("exit", onExit);
+    watchdog?.release();
+    watchdog = undefined;
+  };
+  if (owned) own();
 
-  let stopped = false;
+  /**
+   * The Postgres this server uses can go away under it: the process that
+   * started it and shared it with us stopped (or died, and its watchdog
+   * stopped it), or someone stopped it by hand. This server holds the data
+   * dir's credentials, so it starts the cluster again on the same port (its
+   * pools and listener reconnect by themselves) and owns it from then on. When
+   * several servers try at once, Postgres's lock file lets one win; the others
+   * follow the winner. A Postgres that keeps failing to start is retried with
+   * back-off (1 s doubling up to 30 s), not in a loop.
+   */
+  let checking: Promise<void> | undefined;
+  let retryAt = 0;
+  let retryDelay = 1000;
+  const checkPostmaster = () => {
+    if (checking || stopped || isAlive(pid) || Date.now() < retryAt) return;
+    checking = restart().finally(() => (checking = undefined));
+  };
+  const restart = async () => {
+    try {
+      const other = readPostmasterPid(clusterDir);
+      if (other && other.pid !== pid && isAlive(other.pid)) {
+        await follow(other.pid);
+        return;
+      }
+      log.warn(
+        { dataDir, port },
+        owned ? "the embedded Postgres stopped without this server stopping it; starting it again" : "the embedded Postgres this server shared was stopped by the process that started it; starting it again (this server now owns it)",
+      );
+      const child = spawnPostmaster(clusterDir, port, bins, owner, logFile);
+      try {
+        await waitReady(clusterDir, child, child.pid ?? -1, logFile);
+      } catch (error) {
+        const winner = readPostmasterPid(clusterDir);
+        if (winner && isAlive(winner.pid)) {
+          await follow(winner.pid);
+          return;
+        }
+        retryAt = Date.now() + retryDelay;
+        log.error({ err: error, dataDir, port, retryInMs: retryDelay }, "could not start the embedded Postgres again");
+        retryDelay = Math.min(retryDelay * 2, 30_000);
+        return;
+      }
+      pid = child.pid ?? -1;
+      retryDelay = 1000;
+      if (stopped) {
+        await stopPostmaster(pid, log); // stop() ran meanwhile: do not leave it behind
+        return;
+      }
+      own();
+      log.info({ dataDir, port, pid }, "embedded Postgres started again; this server owns it");
+    } catch (error) {
+      log.error({ err: error, dataDir }, "error while checking the embedded Postgres");
+    }
+  };
+  /** Another process started the cluster again: use it, without owning it. */
+  const follow = async (otherPid: number) => {
+    const otherPort = await waitReady(clusterDir, undefined, otherPid, logFile);
+    if (owned) disown();
+    pid = otherPid;
+    if (otherPort !== port) {
+      log.error({ dataDir, port, newPort: otherPort }, "another process started the embedded Postgres again on another port; restart this server to use it");
+    } else {
+      log.info({ dataDir, port, pid }, "another process started the embedded Postgres again; sharing it");
+    }
+  };
+  if (stopAtExit) {
+    monitor = setInterval(checkPostmaster, 250);
+    monitor.unref();
+  }
+
   return {
     superuserUrl: `postgres://${SUPERUSER}:${creds.superuserPassword}@127.0.0.1:${port}/${DATABASE}`,
     authenticatorUrl: `postgres://${AUTHENTICATOR_ROLE}:${creds.authenticatorPassword}@127.0.0.1:${port}/${DATABASE}`,
     port,
     clusterDir,
-    owned,
+    get owned() {
+      return owned;
+    },
     async stop() {
-      if (stopped || !owned) return;
+      if (stopped) return;
       stopped = true;
+      if (monitor) clearInterval(monitor);
+      await checking; // a restart under way ends first (and stops what it started)
+      if (!owned) return;
       process.removeListener("exit", onExit);
       await stopPostmaster(pid, log);
+      watchdog?.release();
+      watchdog = undefined;
       log.info({ dataDir }, "embedded Postgres stopped");
     },
   };

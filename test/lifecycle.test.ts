@@ -1,0 +1,329 @@
+/**
+ * Process lifecycle of the embedded Postgres: it never outlives the server
+ * that started it, however that server ends; a server sharing it takes it over
+ * when its owner stops it; shutdown does not wait on idle keep-alive
+ * connections; what the hub writes in the data dir is owner-only.
+ */
+import "./helpers/env.js";
+import fs from "node:fs";
+import http from "node:http";
+import { spawn } from "node:child_process";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import t, { type Test } from "tap";
+import { gql } from "./helpers/http.js";
+import { ROOT, startServerProcess } from "./helpers/process.js";
+import { tmpDir } from "./helpers/tmp.js";
+import { startExternalPostgres, stopPostmasterOf } from "./helpers/external-postgres.js";
+import { isAlive, readPostmasterPid } from "../dist/src/db/embedded.js";
+
+const CONFIG = fileURLToPath(new URL("./fixtures/config-lifecycle.mjs", import.meta.url));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function goneWithin(pid: number, ms: number): Promise<number | undefined> {
+  const started = Date.now();
+  while (Date.now() - started < ms) {
+    if (!isAlive(pid)) return Date.now() - started;
+    await sleep(25);
+  }
+  return isAlive(pid) ? undefined : Date.now() - started;
+}
+
+/** Every test runs on its own tmp data dir; whatever happens, its postmaster is stopped at the end. */
+function dataDirFor(t: Parameters<typeof tmpDir>[0] & { teardown(fn: () => unknown): void }): string {
+  const dir = tmpDir(t, "hub-lifecycle-");
+  t.teardown(() => stopPostmasterOf(path.join(dir, "pg")));
+  return dir;
+}
+
+const postmaster = (dataDir: string) => readPostmasterPid(path.join(dataDir, "pg"));
+
+t.test("a server killed outright (SIGKILL) does not leave its embedded Postgres behind", async (t) => {
+  const dataDir = dataDirFor(t);
+  const server = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
+  t.teardown(() => server.child.kill("SIGKILL"));
+  const pid = postmaster(dataDir)!.pid;
+  t.ok(isAlive(pid), "the server started a postmaster");
+  server.child.kill("SIGKILL");
+  await server.exited;
+  const took = await goneWithin(pid, 8000);
+  t.ok(took !== undefined, `the postmaster is gone ${took} ms after the server was SIGKILLed (bound 8000 ms)`);
+});
+
+t.test("a server that dies by a fatal error (abort: no exit hooks run) does not leave its embedded Postgres behind", async (t) => {
+  const dataDir = dataDirFor(t);
+  const server = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_CONFIG: CONFIG });
+  t.teardown(() => server.child.kill("SIGKILL"));
+  const pid = postmaster(dataDir)!.pid;
+  const res = await fetch(`${server.url}/abort`, { method: "POST" });
+  t.same(await res.json(), { aborting: true });
+  const code = await server.exited;
+  t.equal(code, null, "the process ended by a signal (SIGABRT), not an exit");
+  t.equal(server.child.signalCode, "SIGABRT");
+  const took = await goneWithin(pid, 8000);
+  t.ok(took !== undefined, `the postmaster is gone ${took} ms after the abort (bound 8000 ms)`);
+});
+
+t.test("a server with a heap too small for its work crashes (V8 heap limit) without leaving its embedded Postgres behind", async (t) => {
+  const dataDir = dataDirFor(t);
+  // NODE_OPTIONS reaches the server only: the watchdog runs with an empty environment.
+  const server = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_CONFIG: CONFIG, NODE_OPTIONS: "--max-old-space-size=200" });
+  t.teardown(() => server.child.kill("SIGKILL"));
+  const pid = postmaster(dataDir)!.pid;
+  // Big documents that fail validation; sent until the process dies of its heap limit.
+  const failedBeforeDeath: string[] = [];
+  let dead = false;
+  void server.exited.then(() => (dead = true));
+  for (let i = 0; i < 2000 && !dead; i++) {
+    const query = `{ __typename } `.repeat(45_000) + `#${i}`;
+    await fetch(`${server.url}/graphql`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ query }) }).catch((e: Error) => failedBeforeDeath.push(e.message));
+  }
+  if (!dead) {
+    // Another helper bounds the memory a request can pin: then there is no heap crash to see here.
+    t.comment("the server survived 2000 oversized invalid documents: no heap crash to observe");
+    server.child.kill("SIGKILL");
+    await server.exited;
+  } else {
+    t.match(server.output(), /heap limit|heap out of memory/i, "it died of its heap limit");
+  }
+  const took = await goneWithin(pid, 8000);
+  t.ok(took !== undefined, `the postmaster is gone ${took} ms after the crash (bound 8000 ms)`);
+});
+
+t.test("what the hub writes in the data dir is readable by its owner only, also files an older version left readable", async (t) => {
+  const dataDir = dataDirFor(t);
+  fs.rmdirSync(dataDir); // let the hub create it
+  const mode = (file: string) => fs.statSync(path.join(dataDir, file)).mode & 0o777;
+  const first = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
+  t.teardown(() => first.child.kill("SIGKILL"));
+  // A failed statement's text lands in postgres.log: it must not be world-readable.
+  const bad = await gql(first.url, "{ allHubUsers(first: 1) { nodes { id } } }");
+  t.ok(bad.status === 200, "a request ran");
+  // 0700; as root 0701 (the postgres account may traverse it, not list it).
+  t.equal(mode(".") & 0o076, 0, `the data dir (${mode(".").toString(8)}) cannot be listed or written by group or others`);
+  t.equal(mode("postgres.log"), 0o600, "postgres.log is 0600");
+  t.equal(mode("credentials.json"), 0o600, "credentials.json is 0600");
+  first.child.kill("SIGINT");
+  t.equal(await first.exited, 0);
+
+  // As an older version left them.
+  fs.chmodSync(path.join(dataDir, "postgres.log"), 0o644);
+  fs.chmodSync(path.join(dataDir, "credentials.json"), 0o644);
+  const second = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
+  t.teardown(() => second.child.kill("SIGKILL"));
+  t.equal(mode("postgres.log"), 0o600, "an existing world-readable postgres.log is made 0600");
+  t.equal(mode("credentials.json"), 0o600, "an existing world-readable credentials.json is made 0600");
+  const entries = fs.readdirSync(dataDir).filter((name) => name !== "pg");
+  for (const name of entries) {
+    const m = mode(name);
+    t.equal(m & 0o077, 0, `${name} (${m.toString(8)}) is not readable by group or others`);
+  }
+  second.child.kill("SIGINT");
+  t.equal(await second.exited, 0);
+});
+
+/** One request on a keep-alive agent: resolves with status and body, or the error. */
+function keepAliveRequest(agent: http.Agent, url: string, options: { method?: string; path: string; body?: string }): Promise<{ status?: number; body?: string; error?: string }> {
+  return new Promise((resolve) => {
+    const req = http.request(`${url}${options.path}`, { agent, method: options.method ?? "GET", headers: options.body ? { "content-type": "application/json" } : {} }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c: string) => (body += c));
+      res.on("end", () => resolve({ status: res.statusCode!, body }));
+      res.on("error", (e) => resolve({ error: e.message }));
+    });
+    req.on("error", (e) => resolve({ error: e.message }));
+    req.end(options.body);
+  });
+}
+
+t.test("SIGTERM with keep-alive clients: in-flight requests are answered and idle connections closed at once, well before the shutdown timeout", async (t) => {
+  const dataDir = dataDirFor(t);
+  const server = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_CONFIG: CONFIG, TEST_SHUTDOWN_TIMEOUT_MS: "10000" });
+  t.teardown(() => server.child.kill("SIGKILL"));
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+  t.teardown(() => agent.destroy());
+  // Open connections first, so some are idle keep-alive connections when the signal comes.
+  const warm = await Promise.all(Array.from({ length: 8 }, () => keepAliveRequest(agent, server.url, { path: "/slow?ms=1" })));
+  t.same(warm.map((r) => r.status), Array(8).fill(200), "warm-up requests answered");
+  // In flight at the signal: three Express requests and three GraphQL requests (pg_sleep), on the same agent.
+  const graphql = JSON.stringify({ query: "{ slow(seconds: 1.5) }" });
+  const inFlight = [
+    ...Array.from({ length: 3 }, () => keepAliveRequest(agent, server.url, { path: "/slow?ms=1500" })),
+    ...Array.from({ length: 3 }, () => keepAliveRequest(agent, server.url, { method: "POST", path: "/graphql", body: graphql })),
+  ];
+  await sleep(400);
+  const signalAt = Date.now();
+  server.child.kill("SIGTERM");
+  const answers = await Promise.all(inFlight);
+  t.same(
+    answers.map((a) => a.status),
+    Array(6).fill(200),
+    `every in-flight request was answered (${answers.map((a) => a.error ?? a.body).join(" | ")})`,
+  );
+  t.same(answers.slice(3).map((a) => JSON.parse(a.body!)), Array(3).fill({ data: { slow: 1 } }), "the GraphQL requests with their data");
+  const code = await server.exited;
+  const tookMs = Date.now() - signalAt;
+  t.equal(code, 0, "exits 0");
+  t.ok(tookMs < 6000, `stopped ${tookMs} ms after SIGTERM: the in-flight requests (1.5 s) and shutdown, not the 10 s timeout`);
+  t.notMatch(server.output(), /did not finish in time/, "no connection had to be cut");
+});
+
+async function answersWithData(url: string): Promise<boolean> {
+  try {
+    const res = await gql(url, "{ allHubCasinos { totalCount } }");
+    return res.status === 200 && res.body.errors === undefined && res.body.data != null;
+  } catch {
+    return false;
+  }
+}
+
+for (const how of ["SIGINT", "SIGKILL"] as const) {
+  t.test(`a server sharing the embedded Postgres takes it over when its owner stops (${how}), and stops it when it stops`, async (t) => {
+    const dataDir = dataDirFor(t);
+    const owner = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
+    t.teardown(() => owner.child.kill("SIGKILL"));
+    const first = postmaster(dataDir)!;
+    const sharer = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
+    t.teardown(() => sharer.child.kill("SIGKILL"));
+    t.match(sharer.output(), /using the embedded Postgres another process started/);
+    t.ok(await answersWithData(sharer.url), "the second server answers while sharing");
+
+    owner.child.kill(how);
+    await owner.exited;
+    t.ok((await goneWithin(first.pid, 10_000)) !== undefined, "the owner's Postgres stopped");
+
+    // The second server starts it again on the same port and answers after a short gap.
+    const stoppedAt = Date.now();
+    let gap: number | undefined;
+    while (Date.now() - stoppedAt < 20_000) {
+      if (await answersWithData(sharer.url)) {
+        gap = Date.now() - stoppedAt;
+        break;
+      }
+      await sleep(100);
+    }
+    t.ok(gap !== undefined, `the second server answers with data again ${gap} ms after the owner's Postgres stopped (bound 20000 ms)`);
+    t.match(sharer.output(), /starting it again \(this server now owns it\)/, "it says it took the Postgres over");
+    const second = postmaster(dataDir);
+    t.ok(second && second.pid !== first.pid && isAlive(second.pid), "a new postmaster runs");
+    t.equal(second?.port, first.port, "on the same port");
+    for (let i = 0; i < 5; i++) t.ok(await answersWithData(sharer.url), `and keeps answering (${i + 1})`);
+
+    sharer.child.kill("SIGINT");
+    t.equal(await sharer.exited, 0, "the second server exits 0");
+    t.ok(second && (await goneWithin(second.pid, 5000)) !== undefined, "and the Postgres it took over is gone with it");
+  });
+}
+
+/** `node dist/server.js`, stdout and stderr apart. */
+function spawnServer(env: Record<string, string>) {
+  const child = spawn(process.execPath, [path.join(ROOT, "dist/server.js")], {
+    cwd: ROOT,
+    env: { ...process.env, NODE_ENV: "test", LOG_LEVEL: "info", PORT: "0", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+  child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  return { child, exited, stdout: () => stdout, stderr: () => stderr };
+}
+
+type Starting = ReturnType<typeof spawnServer>;
+
+/**
+ * Wait until a starting server listens or exits. Listening, it must answer
+ * with data within 20 s (once its database is back); exiting, it must say why
+ * in one line with a code, without a stack or an unhandled 'error' event.
+ */
+async function startupOutcome(t: Test, label: string, starting: Starting, beforeAnswering?: () => Promise<void>): Promise<string> {
+  let ended = false;
+  void starting.exited.then(() => (ended = true));
+  const result: { exited: number | null } | { listening: string } | { timeout: true } = await Promise.race([
+    starting.exited.then((code) => ({ exited: code })),
+    (async () => {
+      const started = Date.now();
+      for (;;) {
+        const match = /hub listening on (http:\/\/[^/\s"]+)\/graphql/.exec(starting.stdout());
+        if (match) return { listening: match[1]! };
+        if (ended || Date.now() - started > 30_000) return { timeout: true as const };
+        await sleep(50);
+      }
+    })(),
+  ]);
+  if ("listening" in result) {
+    await beforeAnswering?.();
+    let answered = false;
+    const deadline = Date.now() + 20_000;
+    while (!answered && Date.now() < deadline) {
+      answered = await answersWithData(result.listening);
+      if (!answered) await sleep(100);
+    }
+    t.ok(answered, `${label}: the server started and answers with data`);
+    starting.child.kill("SIGINT");
+    t.equal(await starting.exited, 0, `${label}: and stops cleanly`);
+    return "started, answered";
+  }
+  if ("exited" in result) {
+    const stderr = starting.stderr().trim();
+    t.equal(result.exited, 1, `${label}: exits 1`);
+    t.match(stderr, /^hub: [^\n]+ \[HUB_[A-Z_]+\]$/, `${label}: one line with a code: ${JSON.stringify(stderr.slice(0, 600))}`);
+    t.notMatch(stderr, /Unhandled 'error' event|\n\s+at /, `${label}: no crash, no stack`);
+    await beforeAnswering?.();
+    return stderr;
+  }
+  t.fail(`${label}: neither listening nor exited within 30 s:\n${starting.stdout()}${starting.stderr()}`);
+  await beforeAnswering?.();
+  return "timeout";
+}
+
+t.test("a server whose shared embedded Postgres is stopped during its start-up either recovers or fails with one line and a code, never a crash", async (t) => {
+  // Where the start-up is when the owner stops depends on timing: several delays cover
+  // attaching, the database check, the pools, the migrations, the schema build and listening.
+  const outcomes: string[] = [];
+  for (const delayMs of [150, 300, 450, 600, 800, 1000, 1300, 1700]) {
+    const dataDir = dataDirFor(t);
+    const owner = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
+    t.teardown(() => owner.child.kill("SIGKILL"));
+    const starting = spawnServer({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
+    t.teardown(() => starting.child.kill("SIGKILL"));
+    await sleep(delayMs);
+    owner.child.kill("SIGINT");
+    t.equal(await owner.exited, 0, `owner stopped (${delayMs} ms)`);
+    outcomes.push(`${delayMs} ms: ${await startupOutcome(t, `${delayMs} ms`, starting)}`);
+    starting.child.kill("SIGKILL");
+    await starting.exited;
+    await stopPostmasterOf(path.join(dataDir, "pg"));
+  }
+  t.comment(outcomes.join("\n"));
+});
+
+t.test("a server whose database (given by URL) goes away during start-up fails with one line and a code, or starts and recovers", async (t) => {
+  const dir = tmpDir(t, "hub-lifecycle-url-");
+  const db = await startExternalPostgres(t, path.join(dir, "pg-data"));
+  const outcomes: string[] = [];
+  for (const delayMs of [100, 400, 700, 1000, 1400, 1800]) {
+    const starting = spawnServer({
+      HUB_DATA_DIR: path.join(dir, "unused"),
+      DATABASE_URL: db.authenticatorUrl,
+      SUPERUSER_DATABASE_URL: db.superuserUrl,
+      HUB_EXAMPLES: "off",
+    });
+    t.teardown(() => starting.child.kill("SIGKILL"));
+    await sleep(delayMs);
+    await db.stop();
+    let restarted = false;
+    const restart = async () => {
+      if (!restarted) await db.start();
+      restarted = true;
+    };
+    // The database comes back only once the start-up has ended one way or the other.
+    outcomes.push(`${delayMs} ms: ${await startupOutcome(t, `${delayMs} ms`, starting, restart)}`);
+    await restart();
+    starting.child.kill("SIGKILL");
+    await starting.exited;
+  }
+  t.comment(outcomes.join("\n"));
+});
