@@ -30,11 +30,18 @@ export interface ParseCacheOptions {
   maxBytes: number;
   /** A document estimated above this is parsed and validated every time (default 1 MiB). */
   maxEntryBytes: number;
+  /**
+   * Most lexical tokens in a document (comments do not count): parsing stops
+   * there, so a request's transient parse memory and validation time are
+   * bounded too (default 20,000; a 1000-field query with arguments needs a
+   * few thousand).
+   */
+  maxTokens: number;
   /** Rules run first; the document meets the standard (and other plugins') rules only if these pass. */
   firstRules: readonly ValidationRule[];
 }
 
-export const DEFAULT_PARSE_CACHE = { maxBytes: 16 * 1024 * 1024, maxEntryBytes: 1024 * 1024 };
+export const DEFAULT_PARSE_CACHE = { maxBytes: 16 * 1024 * 1024, maxEntryBytes: 1024 * 1024, maxTokens: 20_000 };
 
 /** Estimated heap bytes per AST node of a cached document (measured 143–212; rounded up). */
 const BYTES_PER_NODE = 256;
@@ -129,8 +136,15 @@ function validationErrors(errors: readonly GraphQLError[]): GraphQLError[] {
   );
 }
 
-function parseError(error: unknown): GraphQLError {
-  if (error instanceof GraphQLError) return withCode(error, "GRAPHQL_PARSE_FAILED");
+function parseError(error: unknown, maxTokens: number): GraphQLError {
+  if (error instanceof GraphQLError) {
+    if (/contains more tha[nt] \d+ tokens/.test(error.message)) {
+      return new GraphQLError(`The document has more than ${maxTokens} tokens (names, punctuation, values; comments do not count); the limit is ${maxTokens}.`, {
+        extensions: { code: "QUERY_TOO_LARGE", limit: maxTokens },
+      });
+    }
+    return withCode(error, "GRAPHQL_PARSE_FAILED");
+  }
   if (error instanceof RangeError) {
     // The recursive-descent parser ran out of stack: brackets nested thousands deep.
     return new GraphQLError("The document is nested too deeply to parse; the depth limit is far lower.", { extensions: { code: "QUERY_TOO_DEEP" } });
@@ -165,7 +179,8 @@ export function makeParseAndValidate(
   options: ParseCacheOptions,
 ): ExecutionConfig["parseAndValidate"] & { cache: DocumentCache } {
   const cache = new DocumentCache(options.maxBytes);
-  const { firstRules, maxEntryBytes } = options;
+  const { firstRules, maxEntryBytes, maxTokens } = options;
+  const parseOptions = { maxLexicalTokens: maxTokens };
   let planCacheReplaced = false;
   function parseAndValidate(query: string): ParseResult {
     if (!planCacheReplaced) planCacheReplaced = replaceOperationPlanCache(schema);
@@ -173,9 +188,9 @@ export function makeParseAndValidate(
     if (cached !== undefined) return cached;
     let document: DocumentNode;
     try {
-      document = parse(new Source(query, "GraphQL HTTP Request"));
+      document = parse(new Source(query, "GraphQL HTTP Request"), parseOptions);
     } catch (error) {
-      return { errors: [parseError(error)] };
+      return { errors: [parseError(error, maxTokens)] };
     }
     let errors = validate(schema, document, firstRules);
     if (errors.length === 0) errors = validate(schema, document, standardRules());
