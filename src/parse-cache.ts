@@ -53,18 +53,20 @@ type Entry = { result: ParseResult; bytes: number };
 class DocumentCache {
   private readonly entries = new Map<string, Entry>();
   private newest: Entry | undefined;
+  private newestQuery: string | undefined;
   private bytes = 0;
   constructor(private readonly maxBytes: number) {}
 
   get(query: string): ParseResult | undefined {
+    // The same query as the last one (the common case under load): no hashing.
+    if (query === this.newestQuery) return this.newest!.result;
     const entry = this.entries.get(query);
     if (entry === undefined) return undefined;
-    // Most recent last; skip the move when it already is (the common case under repeated queries).
-    if (entry !== this.newest) {
-      this.entries.delete(query);
-      this.entries.set(query, entry);
-      this.newest = entry;
-    }
+    // Most recent last.
+    this.entries.delete(query);
+    this.entries.set(query, entry);
+    this.newest = entry;
+    this.newestQuery = query;
     return entry.result;
   }
 
@@ -73,6 +75,7 @@ class DocumentCache {
     const entry = { result, bytes };
     this.entries.set(query, entry);
     this.newest = entry;
+    this.newestQuery = query;
     this.bytes += bytes;
     for (const [key, entry] of this.entries) {
       if (this.bytes <= this.maxBytes) break;
