@@ -2,6 +2,7 @@ import {
   GraphQLError,
   Kind,
   NoSchemaIntrospectionCustomRule,
+  OperationTypeNode,
   type ASTVisitor,
   type FragmentDefinitionNode,
   type SelectionSetNode,
@@ -106,11 +107,13 @@ function limitRule(limits: QueryLimits): ValidationRule {
  */
 const operationTypeRule: ValidationRule = (context) => ({
   OperationDefinition(node) {
-    if (context.getSchema().getRootType(node.operation)) return;
+    const schema = context.getSchema();
+    if (schema.getRootType(node.operation)) return;
     const name = node.name ? ` "${node.name.value}"` : "";
     const kind = node.operation;
+    const supported = [OperationTypeNode.QUERY, OperationTypeNode.MUTATION, OperationTypeNode.SUBSCRIPTION].filter((k) => schema.getRootType(k));
     context.reportError(
-      new GraphQLError(`This server's schema has no ${kind} root type, so the ${kind} operation${name} cannot be run; send a query or a mutation.`, {
+      new GraphQLError(`This server's schema has no ${kind} root type, so the ${kind} operation${name} cannot be run; it runs ${supported.join(" and ")} operations.`, {
         nodes: [node],
         extensions: { code: "OPERATION_TYPE_NOT_SUPPORTED", operation: kind },
       }),

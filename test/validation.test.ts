@@ -98,7 +98,7 @@ t.test("a syntax error has a code", async (t) => {
 });
 
 const subscriptions: [string, string, string | undefined, RegExp][] = [
-  ["anonymous", "subscription { __typename }", undefined, /^This server's schema has no subscription root type, so the subscription operation cannot be run; send a query or a mutation\.$/],
+  ["anonymous", "subscription { __typename }", undefined, /^This server's schema has no subscription root type, so the subscription operation cannot be run; it runs query and mutation operations\.$/],
   ["named, with a field", "subscription Watch { hubCurrentUser { id } }", undefined, /no subscription root type, so the subscription operation "Watch" cannot be run/],
   ["next to a query, which is the one asked for", "query Q { __typename } subscription S { __typename }", "Q", /operation "S" cannot be run/],
 ];
