@@ -7,16 +7,23 @@
  *   npm run soak -- --duration 300 --rate 300      # longer, harder
  *   npm run soak -- --help
  *
- * The load cycles through three requests on every connection: `{__typename}`
+ * The load cycles through five requests on every connection: `{__typename}`
  * (anonymous), a database query as a player (session token: identity lookup,
- * row-level security), and the `makeCoinflip` mutation as that player (a
- * superuser transaction, then the row read back under RLS). Every response is
- * checked: a GraphQL error is an HTTP 200, so the body must be JSON with data
- * and no `errors`. The server's RSS is sampled every second from /proc.
+ * row-level security), the `makeCoinflip` mutation as that player (a
+ * superuser transaction, then the row read back under RLS), a distinct
+ * invalid document each time (6000 anonymous operations, ~90 KB, just under
+ * the token limit: the kind of document that used to stay cached with its
+ * whole AST) and a distinct valid ~100 KB document (padded with comments).
+ * Every response is checked: valid requests must answer JSON with data and no
+ * `errors`, the invalid one its validation error. The server's RSS is sampled
+ * every second from /proc.
  *
  * Prints a table per 10 s window, RSS at the start (after the warm-up),
  * middle and end of the soak and its least-squares slope, and exits 1 when any
- * request failed (error, timeout, non-2xx or a bad body).
+ * request failed (error, timeout, non-2xx or a bad body) or when the live
+ * heap with no request in flight (full collections forced through SIGUSR2,
+ * bench/lib/heap-on-signal.mjs) grew by more than --heap-growth MiB from the
+ * end of the warm-up to the end of the soak.
  */
 import { spawn, execFileSync } from "node:child_process";
 import fs from "node:fs";
@@ -40,6 +47,7 @@ const HELP = `npm run soak -- [options]
   --rate N          requests per second over all connections (default 150)
   --connections N   autocannon connections (default 8)
   --window S        seconds per row of the table (default 10)
+  --heap-growth M   most MiB the idle live heap may grow from after the warm-up to after the soak (default 16)
   --verbose         show the server's own output
 `;
 
@@ -51,6 +59,7 @@ const { values: opts } = parseArgs({
     rate: { type: "string", default: "150" },
     connections: { type: "string", default: "8" },
     window: { type: "string", default: "10" },
+    "heap-growth": { type: "string", default: "16" },
     verbose: { type: "boolean", default: false },
     help: { type: "boolean", default: false },
   },
@@ -72,6 +81,7 @@ const warmupS = positiveInt("warmup", opts.warmup);
 const rate = positiveInt("rate", opts.rate);
 const connections = positiveInt("connections", opts.connections);
 const windowS = positiveInt("window", opts.window);
+const heapGrowthMiB = positiveInt("heap-growth", opts["heap-growth"]);
 
 // ------------------------------------------------------------------ the server
 
@@ -94,7 +104,8 @@ for (const name of ["DATABASE_URL", "SUPERUSER_DATABASE_URL", "HUB_CONFIG", "HUB
 // --trace-gc: V8 prints the heap size after every collection on stdout; the
 // live heap after each full (mark-compact) collection tells a leak (it keeps
 // rising) from a heap that V8 simply has not collected yet (RSS alone cannot).
-const child = spawn(process.execPath, ["--trace-gc", path.join(ROOT, "dist/server.js")], {
+// heap-on-signal: SIGUSR2 makes the server collect and print its live heap.
+const child = spawn(process.execPath, ["--trace-gc", "--expose-gc", "--import", path.join(ROOT, "bench/lib/heap-on-signal.mjs"), path.join(ROOT, "dist/server.js")], {
   cwd: ROOT,
   env: { ...env, NODE_ENV: "production", LOG_LEVEL: "warn", HUB_DATA_DIR: dataDir, PORT: String(port), HOST: "127.0.0.1" },
   stdio: ["ignore", "pipe", "pipe"],
@@ -110,12 +121,22 @@ const collect = (chunk: Buffer) => {
   for (const text of lines) {
     const gc = GC_LINE.exec(text);
     if (gc) majorGcs.push({ t: loadStartedAt === undefined ? -1 : (Date.now() - loadStartedAt) / 1000, heapMiB: Number(gc[1]) });
+    const idle = /^soak-heap-used (\d+)$/.exec(text);
+    if (idle) idleHeapWaiters.shift()?.(Number(idle[1]));
     if (/ ms: (Scavenge|Mark-Compact|Minor)/.test(text)) continue; // GC traces are not server output
     serverOutput += `${text}\n`;
     if (opts.verbose) process.stderr.write(`${text}\n`);
   }
 };
 let loadStartedAt: number | undefined;
+const idleHeapWaiters: ((bytes: number) => void)[] = [];
+/** The server's live heap after full collections, asked once its requests are answered. */
+async function idleHeap(): Promise<number> {
+  await sleep(2000);
+  const answer = new Promise<number>((resolve) => idleHeapWaiters.push(resolve));
+  child.kill("SIGUSR2");
+  return Promise.race([answer, sleep(10_000).then(() => Number.NaN)]);
+}
 child.stdout.on("data", collect);
 child.stderr.on("data", collect);
 const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
@@ -176,21 +197,40 @@ await pool.end();
 
 const json = { "content-type": "application/json" };
 const player = { ...json, authorization: `session:${token}` };
-const REQUESTS: { name: string; headers: Record<string, string>; body: string }[] = [
-  { name: "typename", headers: json, body: JSON.stringify({ query: "{ __typename }" }) },
-  { name: "player query", headers: player, body: JSON.stringify({ query: "{ hubCurrentUser { id uname } allCoinflips(first: 5, orderBy: ID_DESC) { totalCount nodes { id net } } }" }) },
-  { name: "makeCoinflip", headers: player, body: JSON.stringify({ query: 'mutation { makeCoinflip(input: { currency: "HOUSE", wager: 1 }) { id wager net } }' }) },
-];
+// The invalid document's errors come back with HTTP 200 (legacy JSON), so that
+// autocannon counts only real failures as non-2xx.
+const legacy = { ...json, accept: "application/json" };
 
-/** A response is good when it is JSON with data and without errors. */
-function goodBody(body: string): boolean {
+type Body = { data?: unknown; errors?: { message?: string; extensions?: { code?: string } }[] };
+const parse = (body: string): Body | undefined => {
   try {
-    const parsed = JSON.parse(body) as { data?: unknown; errors?: unknown };
-    return parsed.errors === undefined && parsed.data != null && typeof parsed.data === "object";
+    return JSON.parse(body) as Body;
   } catch {
-    return false;
+    return undefined;
   }
-}
+};
+/** Valid requests: JSON with data and without errors. */
+const hasData = (body: string) => {
+  const parsed = parse(body);
+  return parsed !== undefined && parsed.errors === undefined && parsed.data != null && typeof parsed.data === "object";
+};
+const refusedAsInvalid = (body: string) => {
+  const errors = parse(body)?.errors;
+  // graphql stops at 100 errors and adds one saying so.
+  return !!errors?.length && errors.every((e) => e.extensions?.code === "GRAPHQL_VALIDATION_FAILED") && /anonymous operation must be the only defined operation/.test(errors[0]!.message ?? "");
+};
+
+let distinct = 0;
+const ANONYMOUS_OPERATIONS = "{ __typename } ".repeat(6000);
+const COMMENTS = "# a comment line of some length\n".repeat(3200);
+const REQUESTS: { name: string; headers: Record<string, string>; body: string | (() => string); check: (body: string) => boolean }[] = [
+  { name: "typename", headers: json, body: JSON.stringify({ query: "{ __typename }" }), check: hasData },
+  { name: "player query", headers: player, body: JSON.stringify({ query: "{ hubCurrentUser { id uname } allCoinflips(first: 5, orderBy: ID_DESC) { totalCount nodes { id net } } }" }), check: hasData },
+  { name: "makeCoinflip", headers: player, body: JSON.stringify({ query: 'mutation { makeCoinflip(input: { currency: "HOUSE", wager: 1 }) { id wager net } }' }), check: hasData },
+  { name: "distinct invalid ~90 KB", headers: legacy, body: () => JSON.stringify({ query: `${ANONYMOUS_OPERATIONS}#${distinct++}` }), check: refusedAsInvalid },
+  { name: "distinct valid ~100 KB", headers: json, body: () => JSON.stringify({ query: `{ __typename } #${distinct++}\n${COMMENTS}` }), check: hasData },
+];
+const badBodies = new Map<string, number>();
 
 interface Sample {
   t: number;
@@ -219,8 +259,17 @@ async function run(name: string, seconds: number): Promise<Phase> {
         overallRate: rate,
         duration: seconds,
         timeout: 10,
-        requests: REQUESTS.map((r) => ({ method: "POST" as const, path: "/graphql", headers: r.headers, body: r.body })),
-        verifyBody: (body: unknown) => goodBody(String(body)),
+        requests: REQUESTS.map((r) => ({
+          method: "POST" as const,
+          path: "/graphql",
+          headers: r.headers,
+          ...(typeof r.body === "string"
+            ? { body: r.body }
+            : { setupRequest: (request: autocannon.Request) => ({ ...request, body: (r.body as () => string)() }) }),
+          onResponse: (_status: number, body: string) => {
+            if (!r.check(String(body))) badBodies.set(r.name, (badBodies.get(r.name) ?? 0) + 1);
+          },
+        })),
       },
       (error, res) => (error ? reject(error) : resolve(res)),
     );
@@ -237,8 +286,10 @@ process.stdout.write(
 );
 const loadBefore = os.loadavg();
 const warmup = await run("warm-up", warmupS);
+const heapBefore = await idleHeap();
 const soak = await run("soak", durationS);
 clearInterval(sampler);
+const heapAfter = await idleHeap();
 samples.push({ t: (Date.now() - t0) / 1000, rss: rssBytes(child.pid!) });
 const code = await stopServer();
 
@@ -294,7 +345,7 @@ const rssMiddle = rssAt(soakStart + durationS / 2);
 const rssEnd = rssAt(soakEnd);
 const rssPeak = Math.max(...soakSamples.map((s) => s.rss));
 
-let failed = 0;
+let failed = [...badBodies.values()].reduce((a, b) => a + b, 0);
 for (const phase of [warmup, soak]) {
   const r = phase.result;
   const bad = r.errors + r.timeouts + r.non2xx + r.mismatches;
@@ -316,14 +367,25 @@ process.stdout.write(
         `last ${soakGcs[soakGcs.length - 1]!.heapMiB.toFixed(1)} MiB, min ${Math.min(...soakGcs.map((g) => g.heapMiB)).toFixed(1)}, ` +
         `max ${Math.max(...soakGcs.map((g) => g.heapMiB)).toFixed(1)}; slope ${Number.isNaN(heapSlope) ? "n/a" : `${signed(heapSlope, 2)} MiB/min`}\n`,
 );
+if (badBodies.size) process.stdout.write(`bad bodies by request: ${[...badBodies].map(([name, n]) => `${name} ${n}`).join(", ")}\n`);
+// Flat heap: the live heap with no request in flight, after full collections,
+// once after the warm-up and once after the soak. (The samples under load
+// above include what the requests in flight hold at that moment.)
+const heapGrowth = (heapAfter - heapBefore) / MiB;
+const heapFlat = heapGrowth <= heapGrowthMiB;
+process.stdout.write(
+  Number.isNaN(heapGrowth)
+    ? "heap check: FAILED, the server did not report its heap\n"
+    : `heap check: idle live heap ${fmtMiB(heapBefore)} MiB after the warm-up, ${fmtMiB(heapAfter)} MiB after the soak: ${signed(heapGrowth, 1)} MiB (bound ${heapGrowthMiB} MiB): ${heapFlat ? "flat" : "FAILED"}\n`,
+);
 process.stdout.write(`server stopped with exit code ${code} after SIGTERM\n`);
 process.stdout.write(
   `machine: ${os.cpus().length} CPUs, load average ${loadBefore.map((l) => l.toFixed(2)).join(" ")} before, ` +
     `${os.loadavg().map((l) => l.toFixed(2)).join(" ")} after (latency and RSS figures are only comparable on an idle machine)\n`,
 );
 fs.rmSync(dataDir, { recursive: true, force: true });
-if (failed > 0 || code !== 0) {
-  process.stdout.write(`soak: FAILED (${failed} bad responses${code !== 0 ? `, server exit code ${code}` : ""})\n`);
+if (failed > 0 || code !== 0 || !heapFlat) {
+  process.stdout.write(`soak: FAILED (${failed} bad responses${code !== 0 ? `, server exit code ${code}` : ""}${heapFlat ? "" : ", heap not flat"})\n`);
   process.exit(1);
 }
-process.stdout.write("soak: OK, zero errors\n");
+process.stdout.write("soak: OK, zero errors, flat heap\n");

@@ -11,7 +11,8 @@ import { pgSettingsFor } from "./identity.js";
 import { HubInflectionPlugin } from "./inflection.js";
 import type { Logger } from "./logger.js";
 import type { PluginContext } from "./context.js";
-import { makeQueryLimitsPlugin, type QueryLimits } from "./query-limits.js";
+import { queryLimitRules, type QueryLimits } from "./query-limits.js";
+import { makeParseAndValidatePlugin } from "./parse-cache.js";
 import { makePipelinedPgService } from "./db/pipelined-adaptor.js";
 import { ClientInputPlugin, maskClientInputError } from "./mask-error.js";
 
@@ -139,7 +140,13 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
     extends: [PostGraphileAmberPreset],
     // No Relay global ids: `id` is the row's UUID, as in the original.
     disablePlugins: ["NodePlugin"],
-    plugins: [HubInflectionPlugin, ErrorRequestIdPlugin, makeQueryLimitsPlugin(input.limits), ClientInputPlugin, ...input.plugins],
+    plugins: [
+      HubInflectionPlugin,
+      ErrorRequestIdPlugin,
+      makeParseAndValidatePlugin({ firstRules: queryLimitRules(input.limits) }),
+      ClientInputPlugin,
+      ...input.plugins,
+    ],
     pgServices: [
       (isPipelined(input.graphqlPool) ? makePipelinedPgService : makePgService)({
         pool: input.graphqlPool,

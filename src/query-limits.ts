@@ -2,6 +2,7 @@ import {
   GraphQLError,
   Kind,
   NoSchemaIntrospectionCustomRule,
+  OperationTypeNode,
   type ASTVisitor,
   type FragmentDefinitionNode,
   type SelectionSetNode,
@@ -12,8 +13,8 @@ import {
 /**
  * Cheap static limits, checked at validation time: a hostile query is refused
  * before any planning or SQL, with a message that says the limit and what the
- * query had. Validation results are cached by grafserv per query text, so a
- * repeated query pays nothing.
+ * query had. Valid documents are cached per query text (parse-cache.ts), so
+ * a repeated query pays nothing.
  */
 export interface QueryLimits {
   /** Deepest nesting of selection sets, fragments expanded (default 16). */
@@ -99,23 +100,32 @@ function limitRule(limits: QueryLimits): ValidationRule {
   };
 }
 
-export function queryLimitRules(limits: QueryLimits): ValidationRule[] {
-  return [limitRule(limits), ...(limits.introspection ? [] : [NoSchemaIntrospectionCustomRule])];
-}
+/**
+ * An operation whose root type the schema lacks (a subscription while the
+ * schema has no Subscription type, say) passes graphql's standard rules and
+ * would fail only at planning, as a server error. Refuse it here instead.
+ */
+const operationTypeRule: ValidationRule = (context) => ({
+  OperationDefinition(node) {
+    const schema = context.getSchema();
+    if (schema.getRootType(node.operation)) return;
+    const name = node.name ? ` "${node.name.value}"` : "";
+    const kind = node.operation;
+    const supported = [OperationTypeNode.QUERY, OperationTypeNode.MUTATION, OperationTypeNode.SUBSCRIPTION].filter((k) => schema.getRootType(k));
+    context.reportError(
+      new GraphQLError(`This server's schema has no ${kind} root type, so the ${kind} operation${name} cannot be run; it runs ${supported.join(" and ")} operations.`, {
+        nodes: [node],
+        extensions: { code: "OPERATION_TYPE_NOT_SUPPORTED", operation: kind },
+      }),
+    );
+  },
+});
 
-/** Adds the rules to grafserv's validation (and so to its validation cache). */
-export function makeQueryLimitsPlugin(limits: QueryLimits): GraphileConfig.Plugin {
-  const rules = queryLimitRules(limits);
-  return {
-    name: "HubQueryLimitsPlugin",
-    version: "0.1.0",
-    grafserv: {
-      middleware: {
-        setPreset(next, event) {
-          event.validationRules = [...event.validationRules, ...rules];
-          return next();
-        },
-      },
-    },
-  };
+/**
+ * The hub's own rules. They run before graphql's standard rules (see
+ * parse-cache.ts): a document they refuse never meets the standard rules,
+ * whose field-merging check is quadratic in the number of fields.
+ */
+export function queryLimitRules(limits: QueryLimits): ValidationRule[] {
+  return [operationTypeRule, limitRule(limits), ...(limits.introspection ? [] : [NoSchemaIntrospectionCustomRule])];
 }
