@@ -13,6 +13,7 @@ import type { Logger } from "./logger.js";
 import type { PluginContext } from "./context.js";
 import { makeQueryLimitsPlugin, type QueryLimits } from "./query-limits.js";
 import { makePipelinedPgService } from "./db/pipelined-adaptor.js";
+import { isPoolSaturated } from "./db/pools.js";
 
 /** A pool in node-postgres's pipeline mode gets the pipelined adaptor (src/db/pools.ts). */
 const isPipelined = (pool: pg.Pool) => (pool.options as { pipeline?: boolean }).pipeline === true;
@@ -22,6 +23,8 @@ export interface PresetInput {
   extraPgSchemas: string[];
   graphqlPool: pg.Pool;
   superuserPool: pg.Pool;
+  /** The superuser pool a request's plugins get (default: superuserPool itself); start.ts bounds it per identity. */
+  superuserPoolFor?: (identity: Identity | undefined) => pg.Pool;
   graphiql: boolean;
   log: Logger;
   /** Largest accepted /graphql body in bytes. */
@@ -120,10 +123,14 @@ export function classifyDatabaseError(error: unknown): { code: string; message: 
   if (code === "57014" && /statement timeout/.test(message)) {
     return { code: "STATEMENT_TIMEOUT", message: "The query took longer than the server's statement timeout and was cancelled." };
   }
+  // Every pooled connection stayed in use for the whole connection timeout: busy, not down.
+  if (isPoolSaturated(error)) {
+    return { code: "SERVER_BUSY", message: "The server is busy: every database connection stayed in use; retry shortly." };
+  }
   if (
     ["57P01", "57P02", "57P03", "53300", "ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT"].includes(code) ||
     code.startsWith("08") ||
-    /Connection terminated|not queryable|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(message)
+    /Connection terminated|not queryable|Client has encountered a connection error/i.test(message)
   ) {
     return { code: "DATABASE_UNAVAILABLE", message: "The database is unavailable; retry shortly." };
   }
@@ -132,6 +139,7 @@ export function classifyDatabaseError(error: unknown): { code: string; message: 
 
 export function makePreset(input: PresetInput): GraphileConfig.Preset {
   const { superuserPool, statementTimeoutMs } = input;
+  const superuserPoolFor = input.superuserPoolFor ?? (() => superuserPool);
   return {
     extends: [PostGraphileAmberPreset],
     // No Relay global ids: `id` is the row's UUID, as in the original.
@@ -161,7 +169,7 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
         const identity = req?.identity;
         return {
           identity,
-          superuserPool,
+          superuserPool: superuserPoolFor(identity),
           pgSettings: pgSettingsFor(identity, statementTimeoutMs),
           requestId: requestContext.fastifyv5?.request.id,
         };
