@@ -97,6 +97,8 @@ export async function startAndListen(
 
     const pools: HubPools = await openPools(urls, log);
     cleanup.push(() => Promise.all([endPool(pools.graphql), endPool(pools.superuser), endPool(pools.credentials)]));
+    // Connected while the rest starts, so the first credential lookup finds a warm connection.
+    pools.credentials.query("select 1").catch(() => undefined);
     await migrate(pools.superuser, { userMigrationsPath: options.userDatabaseMigrationsPath, log });
     await ensureRoleSwitch(pools, log);
     setSuperuserPool(pools.superuser);

@@ -3,7 +3,10 @@ import http from "node:http";
 import path from "node:path";
 import { spawn } from "node:child_process";
 import t from "tap";
-import { defaultPlugins } from "@hubpkg/hub";
+import { defaultPlugins, type PluginContext } from "@hubpkg/hub";
+import { makeExtendSchemaPlugin, gql as graphql } from "@hubpkg/hub/graphile";
+import { withPgPoolTransaction } from "@hubpkg/hub/db";
+import { gql } from "./helpers/http.js";
 import { startTestServer, createCurrency, createExperience, createHouseBankroll, createPlayer, createPlayerBalance, type TestServer } from "@hubpkg/hub/test";
 import { CoinflipBetPlugin, CoinflipPlanPlugin, FortunePlugin, configureReferenceRoutes, referenceMigrationsPath } from "@hubpkg/hub/plugins";
 import { ROOT } from "./helpers/process.js";
@@ -137,6 +140,7 @@ t.test(`one player's ${BURST} concurrent bets do not starve a second player or /
   const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
   await Promise.race([sending, exited]);
   const burstStarted = performance.now();
+  const cpuBefore = process.cpuUsage();
   let burstOver = false;
   void exited.then(() => (burstOver = true));
 
@@ -160,6 +164,7 @@ t.test(`one player's ${BURST} concurrent bets do not starve a second player or /
 
   t.equal(await exited, 0, "the flooder process ran to the end");
   const burstMs = performance.now() - burstStarted;
+  const cpu = process.cpuUsage(cpuBefore);
   await Promise.all([secondLoop, healthLoop]);
   const lines = out.trim().split("\n");
   const flood = JSON.parse(lines[lines.length - 1]!) as { ms: number; status: number; code: string; message?: string; net?: number; id?: string }[];
@@ -167,7 +172,7 @@ t.test(`one player's ${BURST} concurrent bets do not starve a second player or /
   // What happened, for the report.
   const codes: Record<string, number> = {};
   for (const r of flood) codes[`${r.status} ${r.code}`] = (codes[`${r.status} ${r.code}`] ?? 0) + 1;
-  t.comment(`burst of ${BURST} answered in ${burstMs.toFixed(0)} ms; flooder outcomes ${JSON.stringify(codes)}; flooder latency ${fmt(flood.map((r) => r.ms))}`);
+  t.comment(`burst of ${BURST} answered in ${burstMs.toFixed(0)} ms (server process CPU ${((cpu.user + cpu.system) / 1000).toFixed(0)} ms); flooder outcomes ${JSON.stringify(codes)}; flooder latency ${fmt(flood.map((r) => r.ms))}`);
   const rejected = flood.find((r) => r.code === "TOO_MANY_REQUESTS");
   if (rejected) t.comment(`a rejected bet: ${JSON.stringify(rejected.message)}`);
   const secondMs = secondAnswers.map((a) => a.ms);
@@ -229,4 +234,166 @@ t.test(`one player's ${BURST} concurrent bets do not starve a second player or /
   );
   for (const b of balances) t.ok(close(ledger.find((l) => l.account === "player" && l.user_id === b.user_id)?.total ?? NaN, b.amount), `the ledger sums to the balance ${b.amount}`);
   t.ok(close(ledger.find((l) => l.account === "house")?.total ?? NaN, bankroll.amount), `the ledger sums to the bankroll ${bankroll.amount}`);
+});
+
+/*
+ * The bound itself, with small limits so it is exact: a test plugin holds a
+ * superuser-pool connection for a while, through each way a plugin reaches the
+ * pool (withPgPoolTransaction, pool.query, pool.connect with a callback), and
+ * counts how many connections each caller holds at once.
+ */
+const holding = new Map<string, { now: number; max: number }>();
+const HoldPlugin = makeExtendSchemaPlugin(() => ({
+  typeDefs: graphql`
+    extend type Mutation {
+      "Hold a superuser-pool connection for ms milliseconds; via: transaction, query or callback."
+      holdConnection(ms: Int!, via: String!): Int
+    }
+  `,
+  resolvers: {
+    Mutation: {
+      async holdConnection(_parent: unknown, args: { ms: number; via: string }, ctx: PluginContext) {
+        const who = ctx.identity?.kind === "user" ? ctx.identity.user.uname : ctx.identity?.kind ?? "anonymous";
+        const count = (delta: number) => {
+          const entry = holding.get(who) ?? { now: 0, max: 0 };
+          entry.now += delta;
+          entry.max = Math.max(entry.max, entry.now);
+          holding.set(who, entry);
+        };
+        const sleepSql = "select pg_sleep($1::int / 1000.0)";
+        if (args.via === "query") {
+          await ctx.superuserPool.query(sleepSql, [args.ms]);
+          return args.ms;
+        }
+        if (args.via === "callback") {
+          return new Promise<number>((resolve, reject) => {
+            ctx.superuserPool.connect((err, client, done) => {
+              if (err || !client) return reject(err);
+              count(1);
+              client.query(sleepSql, [args.ms], (queryError: Error | undefined) => {
+                count(-1);
+                done?.();
+                if (queryError) reject(queryError);
+                else resolve(args.ms);
+              });
+            });
+          });
+        }
+        return withPgPoolTransaction(ctx.superuserPool, async (client) => {
+          count(1);
+          try {
+            await client.query(sleepSql, [args.ms]);
+          } finally {
+            count(-1);
+          }
+          return args.ms;
+        });
+      },
+    },
+  },
+}), "BurstTestHoldPlugin");
+
+const HOLD = "mutation($ms: Int!, $via: String!) { holdConnection(ms: $ms, via: $via) }";
+
+async function timedHold(url: string, headers: Record<string, string>, ms: number, via: string) {
+  const res = await gql(url, HOLD, { ms, via }, headers);
+  return { doneAt: performance.now(), status: res.status, data: res.body.data?.holdConnection, error: res.body.errors?.[0] };
+}
+
+t.test("per identity: at most perIdentityConnections connections, perIdentityQueue waiting, the rest TOO_MANY_REQUESTS at once", async (t) => {
+  const hub = await startTestServer({
+    plugins: [...defaultPlugins, HoldPlugin],
+    perIdentityConnections: 1,
+    perIdentityQueue: 2,
+    logLevel: (process.env.TEST_LOG_LEVEL as "silent" | undefined) ?? "silent",
+  });
+  t.teardown(() => hub.stop());
+  const experience = await createExperience(hub.dbPool, { casinoId: hub.playgroundCasinoId });
+  const alice = await createPlayer(hub.dbPool, { casinoId: hub.playgroundCasinoId, uname: "alice" });
+  const bob = await createPlayer(hub.dbPool, { casinoId: hub.playgroundCasinoId, uname: "bob" });
+  const aliceHeaders = { authorization: `session:${(await hub.authenticate(alice.id, experience.id)).token}` };
+  const bobHeaders = { authorization: `session:${(await hub.authenticate(bob.id, experience.id)).token}` };
+  const operatorHeaders = { authorization: `apikey:${(await hub.authenticateOperator()).apiKey}` };
+
+  for (const via of ["transaction", "query", "callback"]) {
+    holding.clear();
+    // Six at once from alice: one runs, two wait, three are refused.
+    const aliceAll = Promise.all(Array.from({ length: 6 }, () => timedHold(hub.url, aliceHeaders, 300, via)));
+    await sleep(100);
+    // Bob is not queued behind her: his short hold ends before her third one does.
+    const bobResult = await timedHold(hub.url, bobHeaders, 10, via);
+    const aliceResults = await aliceAll;
+    const ok = aliceResults.filter((r) => r.data === 300);
+    const refused = aliceResults.filter((r) => r.error?.extensions?.code === "TOO_MANY_REQUESTS");
+    t.equal(ok.length, 3, `${via}: 3 of alice's 6 run (1 at a time + 2 waiting)`);
+    t.equal(refused.length, 3, `${via}: the other 3 are refused with TOO_MANY_REQUESTS`);
+    t.ok(aliceResults.every((r) => r.status === 200), `${via}: refusals are GraphQL errors (HTTP 200)`);
+    t.match(refused[0]?.error?.message, /^Too many requests at once from this player: at most 1 database transactions run at a time and 2 more wait/, `${via}: the refusal says the limit`);
+    t.equal(bobResult.data, 10, `${via}: bob's request succeeds`);
+    t.ok(bobResult.doneAt < Math.max(...ok.map((r) => r.doneAt)), `${via}: bob's request is answered before alice's queue is through`);
+    if (via !== "query") t.equal(holding.get("alice")?.max, 1, `${via}: alice never held more than 1 connection at once`);
+  }
+
+  // An API key is bounded on its own; anonymous requests are not bounded per identity.
+  const operatorResults = await Promise.all(Array.from({ length: 4 }, () => timedHold(hub.url, operatorHeaders, 200, "transaction")));
+  t.same(operatorResults.map((r) => r.data ?? r.error?.extensions?.code).sort(), [200, 200, 200, "TOO_MANY_REQUESTS"].sort(), "an API key: 1 runs, 2 wait, 1 is refused");
+  t.match(operatorResults.find((r) => r.error)?.error?.message, /from this API key/);
+  holding.clear();
+  const anonymous = await Promise.all(Array.from({ length: 4 }, () => timedHold(hub.url, {}, 200, "transaction")));
+  t.same(anonymous.map((r) => r.data), [200, 200, 200, 200], "anonymous requests: all four run");
+});
+
+t.test("a pool busy to saturation answers SERVER_BUSY, not DATABASE_UNAVAILABLE (GraphQL and the credential check)", async (t) => {
+  const hub = await startTestServer({
+    plugins: [...defaultPlugins, HoldPlugin],
+    // The player's identity is checked once, before the credential lookups are blocked below.
+    identityCacheTtlMs: 120_000,
+    logLevel: (process.env.TEST_LOG_LEVEL as "silent" | undefined) ?? "silent",
+  });
+  t.teardown(() => hub.stop());
+  const experience = await createExperience(hub.dbPool, { casinoId: hub.playgroundCasinoId });
+  const carol = await createPlayer(hub.dbPool, { casinoId: hub.playgroundCasinoId, uname: "carol" });
+  const carolHeaders = { authorization: `session:${(await hub.authenticate(carol.id, experience.id)).token}` };
+  t.equal((await timedHold(hub.url, carolHeaders, 1, "transaction")).data, 1, "carol's identity is checked and cached");
+  const keys: string[] = [];
+  for (let i = 0; i < 12; i++) keys.push((await hub.authenticateOperator()).apiKey);
+
+  // Credential lookups blocked in Postgres by a lock on hub.api_key: more
+  // distinct keys than connections, so the rest wait for a connection in vain.
+  const locker = await hub.dbPool.connect();
+  t.teardown(() => locker.release(true));
+  await locker.query("begin");
+  await locker.query("lock table hub.api_key in access exclusive mode");
+  const lookups = keys.map((key) =>
+    request(new http.Agent({ keepAlive: false }), hub.url, "POST", "/graphql", { authorization: `apikey:${key}` }, { query: "{ __typename }" }),
+  );
+
+  // The whole superuser pool held by anonymous requests (not bounded per identity).
+  const hogs = Array.from({ length: 10 }, () => timedHold(hub.url, {}, 12_000, "transaction"));
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const { rows } = await hub.dbPool.query<{ n: number }>(
+      "select count(*)::int as n from pg_stat_activity where application_name = 'hub:superuser' and query like 'select pg_sleep%' and state = 'active'",
+    );
+    if (rows[0]!.n >= 10 || Date.now() > deadline) break;
+    await sleep(50);
+  }
+  const busy = await timedHold(hub.url, carolHeaders, 1, "transaction");
+  t.equal(busy.status, 200, "GraphQL: HTTP 200 …");
+  t.equal(busy.error?.extensions?.code, "SERVER_BUSY", "… with the code SERVER_BUSY");
+  t.match(busy.error?.message, /busy/, "… saying the server is busy");
+
+  // By now every lookup without a connection has given up.
+  await locker.query("commit");
+  const answers = await Promise.all(lookups);
+  const busyAnswers = answers.filter((a) => a.status === 503);
+  t.comment(`credential lookups: ${JSON.stringify(answers.map((a) => a.status))}`);
+  t.ok(busyAnswers.length > 0, `some lookups found no connection (${busyAnswers.length} of ${answers.length})`);
+  t.same(
+    busyAnswers.map((a) => [a.body?.code, /server is busy/.test(a.body?.message)]),
+    busyAnswers.map(() => ["SERVER_BUSY", true]),
+    "each is a 503 saying the server is busy (code SERVER_BUSY), not that the database is unavailable",
+  );
+  t.same(answers.filter((a) => a.status !== 503 && a.status !== 200), [], "the others were answered once the lock was gone");
+  await Promise.all(hogs);
 });

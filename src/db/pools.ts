@@ -78,8 +78,6 @@ export async function openPools(
       );
     }
   }
-  // Connected now, without waiting: the first credential lookup then finds a warm connection.
-  credentials.query("select 1").catch(() => undefined);
   return { graphql, superuser, credentials };
 }
 
