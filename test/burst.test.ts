@@ -305,6 +305,12 @@ t.test("per identity: at most perIdentityConnections connections, perIdentityQue
     plugins: [...defaultPlugins, HoldPlugin],
     perIdentityConnections: 1,
     perIdentityQueue: 2,
+    configureApp: ({ app }) => {
+      app.get("/hold", async (req, res) => {
+        await req.superuserPool.query("select pg_sleep($1::int / 1000.0)", [Number(req.query.ms)]);
+        res.json({ held: Number(req.query.ms) });
+      });
+    },
     logLevel: (process.env.TEST_LOG_LEVEL as "silent" | undefined) ?? "silent",
   });
   t.teardown(() => hub.stop());
@@ -333,6 +339,17 @@ t.test("per identity: at most perIdentityConnections connections, perIdentityQue
     t.ok(bobResult.doneAt < Math.max(...ok.map((r) => r.doneAt)), `${via}: bob's request is answered before alice's queue is through`);
     if (via !== "query") t.equal(holding.get("alice")?.max, 1, `${via}: alice never held more than 1 connection at once`);
   }
+
+  // Express routes: req.superuserPool is bounded the same way; the excess is a 429.
+  const agent = new http.Agent({ keepAlive: true });
+  t.teardown(() => agent.destroy());
+  const aliceRoutes = Promise.all(Array.from({ length: 6 }, () => request(agent, hub.url, "GET", "/hold?ms=300", aliceHeaders)));
+  await sleep(100);
+  const bobRoute = await request(agent, hub.url, "GET", "/hold?ms=10", bobHeaders);
+  const routeResults = await aliceRoutes;
+  t.same(routeResults.map((r) => r.status).sort(), [200, 200, 200, 429, 429, 429], "Express: 3 of alice's 6 answered 200, 3 answered 429");
+  t.match(routeResults.find((r) => r.status === 429)?.body, { statusCode: 429, error: "Too Many Requests", message: /^Too many requests at once from this player: at most 1 database transactions/ }, "the 429 says the limit");
+  t.same([bobRoute.status, bobRoute.body], [200, { held: 10 }], "Express: bob's request succeeds meanwhile");
 
   // An API key is bounded on its own; anonymous requests are not bounded per identity.
   const operatorResults = await Promise.all(Array.from({ length: 4 }, () => timedHold(hub.url, operatorHeaders, 200, "transaction")));

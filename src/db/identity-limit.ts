@@ -18,8 +18,9 @@ import type { Identity } from "../identity.js";
  * identity to count, and have no balance of their own to queue on.
  *
  * The bound applies to the pool object a request receives (the GraphQL
- * context's `superuserPool`): its `connect()` (so `withPgPoolTransaction`) and
- * `query()`. Everything else forwards to the real pool.
+ * context's `superuserPool`, an Express request's `req.superuserPool`): its
+ * `connect()` (so `withPgPoolTransaction`) and `query()`. Everything else
+ * forwards to the real pool.
  */
 export interface IdentityLimits {
   /** Most superuser-pool connections one identity holds at once. */
@@ -44,7 +45,10 @@ interface Slot {
 
 type Release = () => void;
 
+/** A GraphQL error for GraphQL; in an Express route, an HTTP 429 with this message. */
 export class TooManyRequestsError extends GraphQLError {
+  readonly status = 429;
+  readonly expose = true;
   constructor(message: string) {
     super(message, { extensions: { code: "TOO_MANY_REQUESTS" } });
   }
