@@ -300,6 +300,12 @@ async function timedHold(url: string, headers: Record<string, string>, ms: numbe
   return { doneAt: performance.now(), status: res.status, data: res.body.data?.holdConnection, error: res.body.errors?.[0] };
 }
 
+t.test("perIdentityConnections and perIdentityQueue are checked", async (t) => {
+  await t.rejects(startTestServer({ perIdentityConnections: 0 }), { message: 'Server option "perIdentityConnections" is invalid: received 0, expected an integer >= 1.' });
+  await t.rejects(startTestServer({ perIdentityQueue: -1 }), { message: 'Server option "perIdentityQueue" is invalid: received -1, expected an integer >= 0.' });
+  await t.rejects(startTestServer({ perIdentityQueue: 1.5 }), { message: /perIdentityQueue" is invalid: received 1\.5/ });
+});
+
 t.test("per identity: at most perIdentityConnections connections, perIdentityQueue waiting, the rest TOO_MANY_REQUESTS at once", async (t) => {
   const hub = await startTestServer({
     plugins: [...defaultPlugins, HoldPlugin],
