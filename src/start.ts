@@ -14,6 +14,7 @@ import { defaultPlugins } from "./default-plugins.js";
 import { createFastify } from "../adapters/fastify.js";
 import { mountGraphQL } from "../adapters/grafserv.js";
 import { addAuthHook } from "../adapters/auth.js";
+import { addOverloadHook } from "../adapters/overload.js";
 import { createExpressApp, mountExpressApp } from "../adapters/express.js";
 import { createIdentityResolver } from "./identity-resolver.js";
 import { DEFAULT_QUERY_LIMITS } from "./query-limits.js";
@@ -155,6 +156,7 @@ export async function startAndListen(
     cleanup.push(() => apiKeyUsage.stop());
     // Order matters: the auth hook first, so Express and GraphQL both see the identity.
     addAuthHook(app, resolver, apiKeyUsage);
+    addOverloadHook(app, identityLimiter);
     // Registered last so it runs first: stop accepting and finish in-flight requests before anything they use closes.
     cleanup.push(() => closeWithin(app, options.shutdownTimeoutMs ?? 10_000, log));
     await mountGraphQL(app, pgl);

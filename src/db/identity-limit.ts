@@ -57,16 +57,34 @@ export class TooManyRequestsError extends GraphQLError {
 export interface IdentityPoolLimiter {
   /** The pool this identity's request may use: the real pool for anonymous requests. */
   poolFor(identity: Identity | undefined): pg.Pool;
+  /**
+   * Admit one HTTP request of this identity: at most connections + queue of
+   * its requests are in progress at once (whatever they do), so a burst is
+   * refused on arrival, before any work is done for it, instead of being
+   * parsed and planned only to be refused at the pool. Returns the function
+   * to call when the request is over, or the refusal message.
+   */
+  admit(identity: Identity | undefined): (() => void) | string;
   /** Connections held and requests waiting, per identity key (for tests and metrics). */
   usage(): Map<string, { active: number; waiting: number }>;
 }
 
 export function createIdentityPoolLimiter(pool: pg.Pool, limits: IdentityLimits): IdentityPoolLimiter {
   const slots = new Map<string, Slot>();
+  /** Requests in progress per identity key (see admit). */
+  const requests = new Map<string, number>();
+  const maxRequests = limits.connections + limits.queue;
+  const noop = () => undefined;
 
   function describe(key: string): string {
     return key.startsWith("user:") ? "this player" : "this API key";
   }
+
+  const keyOf = (identity: Identity | undefined): string | undefined =>
+    identity?.kind === "user" ? `user:${identity.session.user_id}` : identity?.kind === "operator" ? `apikey:${identity.apiKeyId}` : undefined;
+
+  const refusal = (key: string) =>
+    `Too many requests at once from ${describe(key)}: at most ${limits.connections} database transactions run at a time and ${limits.queue} more wait; this request was refused. Retry once earlier requests have been answered.`;
 
   function releaser(key: string, slot: Slot): Release {
     let released = false;
@@ -96,11 +114,7 @@ export function createIdentityPoolLimiter(pool: pg.Pool, limits: IdentityLimits)
       return Promise.resolve(releaser(key, slot));
     }
     if (slot.waiting.length >= limits.queue) {
-      return Promise.reject(
-        new TooManyRequestsError(
-          `Too many requests at once from ${describe(key)}: at most ${limits.connections} database transactions run at a time and ${limits.queue} more wait; this request was refused. Retry once earlier requests have been answered.`,
-        ),
-      );
+      return Promise.reject(new TooManyRequestsError(refusal(key)));
     }
     const owner = slot;
     return new Promise<Release>((resolve, reject) => {
@@ -187,9 +201,25 @@ export function createIdentityPoolLimiter(pool: pg.Pool, limits: IdentityLimits)
 
   return {
     poolFor(identity) {
-      if (identity?.kind === "user") return limited(`user:${identity.session.user_id}`);
-      if (identity?.kind === "operator") return limited(`apikey:${identity.apiKeyId}`);
-      return pool;
+      const key = keyOf(identity);
+      return key === undefined ? pool : limited(key);
+    },
+    admit(identity) {
+      const key = keyOf(identity);
+      if (key === undefined) return noop;
+      const n = requests.get(key) ?? 0;
+      if (n >= maxRequests) {
+        return `Too many requests at once from ${describe(key)}: at most ${maxRequests} of its requests are handled at a time (${limits.connections} database transactions running and ${limits.queue} more waiting); this request was refused. Retry once earlier requests have been answered.`;
+      }
+      requests.set(key, n + 1);
+      let done = false;
+      return () => {
+        if (done) return;
+        done = true;
+        const left = (requests.get(key) ?? 1) - 1;
+        if (left > 0) requests.set(key, left);
+        else requests.delete(key);
+      };
     },
     usage() {
       return new Map([...slots].map(([key, slot]) => [key, { active: slot.active, waiting: slot.waiting.length }]));
