@@ -278,6 +278,13 @@ const HoldPlugin = makeExtendSchemaPlugin(() => ({
           holding.set(who, entry);
         };
         const sleepSql = "select pg_sleep($1::int / 1000.0)";
+        if (args.via === "parallel") {
+          // Four connections at once from one request: the pool-level bound itself.
+          const settled = await Promise.allSettled(Array.from({ length: 4 }, () => ctx.superuserPool.query(sleepSql, [args.ms])));
+          const refused = settled.find((r) => r.status === "rejected");
+          if (refused) throw (refused as PromiseRejectedResult).reason;
+          return args.ms;
+        }
         if (args.via === "query") {
           await ctx.superuserPool.query(sleepSql, [args.ms]);
           return args.ms;
@@ -393,6 +400,15 @@ t.test("per identity: at most perIdentityConnections connections, perIdentityQue
   t.same(routeResults.map((r) => r.status).sort(), [200, 200, 200, 429, 429, 429], "Express: 3 of alice's 6 answered 200, 3 answered 429");
   t.match(routeResults.find((r) => r.status === 429)?.body, { statusCode: 429, error: "Too Many Requests", message: /^Too many requests at once from this player: at most (1 database transactions run at a time and 2 more wait|3 of its requests are handled at a time \(1 database transactions running and 2 more waiting\))/ }, "the 429 says the limit");
   t.same([bobRoute.status, bobRoute.body], [200, { held: 10 }], "Express: bob's request succeeds meanwhile");
+
+  // One request asking for more connections at once than one at a time + two waiting.
+  const parallel = await timedHold(hub.url, aliceHeaders, 50, "parallel");
+  t.same(
+    { status: parallel.status, code: parallel.error?.extensions?.code },
+    { status: 200, code: "TOO_MANY_REQUESTS" },
+    "a fourth connection at once in one request: GraphQL error TOO_MANY_REQUESTS (HTTP 200)",
+  );
+  t.match(parallel.error?.message, /^Too many requests at once from this player: at most 1 database transactions run at a time and 2 more wait/);
 
   // An API key is bounded on its own; anonymous requests are not bounded per identity.
   const operatorResults = await Promise.all(Array.from({ length: 4 }, () => timedHold(hub.url, operatorHeaders, 200, "transaction")));
