@@ -20,7 +20,8 @@ import type { Identity } from "../identity.js";
  * The bound applies to the pool object a request receives (the GraphQL
  * context's `superuserPool`, an Express request's `req.superuserPool`): its
  * `connect()` (so `withPgPoolTransaction`) and `query()`. Everything else
- * forwards to the real pool.
+ * forwards to the real pool. The same numbers bound the identity's requests in
+ * progress (`admit`, used by the HTTP layer): at most connections + queue.
  */
 export interface IdentityLimits {
   /** Most superuser-pool connections one identity holds at once. */
