@@ -66,8 +66,6 @@ export interface IdentityPoolLimiter {
    * to call when the request is over, or the refusal message.
    */
   admit(identity: Identity | undefined): (() => void) | string;
-  /** Connections held and requests waiting, per identity key (for tests and metrics). */
-  usage(): Map<string, { active: number; waiting: number }>;
 }
 
 export function createIdentityPoolLimiter(pool: pg.Pool, limits: IdentityLimits): IdentityPoolLimiter {
@@ -221,9 +219,6 @@ export function createIdentityPoolLimiter(pool: pg.Pool, limits: IdentityLimits)
         if (left > 0) requests.set(key, left);
         else requests.delete(key);
       };
-    },
-    usage() {
-      return new Map([...slots].map(([key, slot]) => [key, { active: slot.active, waiting: slot.waiting.length }]));
     },
   };
 }
