@@ -2,6 +2,7 @@ import type { FastifyInstance } from "fastify";
 import type { Identity } from "../src/identity.js";
 import type { IdentityResolver } from "../src/identity-resolver.js";
 import type { ApiKeyUsage } from "../src/api-key-usage.js";
+import { isPoolSaturated } from "../src/db/pools.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -17,7 +18,9 @@ declare module "fastify" {
  *
  * A bad credential is simply no identity: routes and resolvers decide what
  * that means (spec §5.5). Only a failing database lookup answers 503, because
- * then we cannot know who is asking.
+ * then we cannot know who is asking; its body's `code` says whether the
+ * database is unavailable or the server too busy to check in time. Lookups
+ * use their own small pool, so plugin work never makes them wait.
  */
 export function addAuthHook(fastify: FastifyInstance, resolver: IdentityResolver, usage?: ApiKeyUsage): void {
   fastify.decorateRequest("identity", undefined);
@@ -35,9 +38,22 @@ export function addAuthHook(fastify: FastifyInstance, resolver: IdentityResolver
         done();
       },
       (error: unknown) => {
+        // Every connection of the credentials pool stayed busy (a flood of
+        // distinct credentials): the database is up, the server is loaded.
+        if (isPoolSaturated(error)) {
+          request.log.warn({ err: error }, "identity lookup waited too long for a database connection");
+          void reply.code(503).header("retry-after", "1").send({
+            statusCode: 503,
+            code: "SERVER_BUSY",
+            error: "Service Unavailable",
+            message: "The credential could not be checked because the server is busy; retry shortly.",
+          });
+          return;
+        }
         request.log.error({ err: error }, "identity lookup failed");
         void reply.code(503).header("retry-after", "1").send({
           statusCode: 503,
+          code: "DATABASE_UNAVAILABLE",
           error: "Service Unavailable",
           message: "The credential could not be checked because the database is unavailable; retry shortly.",
         });

@@ -4,6 +4,7 @@ import http from "node:http";
 import type pg from "pg";
 import type { ConfigureApp, ConfigureAppArgument } from "../src/options.js";
 import { countResponse } from "../src/stats.js";
+import type { Identity } from "../src/identity.js";
 
 /** The user's Express app, configured, and what Node's server needs to build its requests. */
 export interface ExpressApp {
@@ -79,7 +80,7 @@ function adoptAsAppPrototype(app: Express, key: "request" | "response", proto: o
  *   middleware handled gets a JSON error (its status when it carries a 4xx one,
  *   as body-parser's do; 500 otherwise, logged with the request id).
  */
-export async function mountExpressApp(fastify: FastifyInstance, app: Express): Promise<void> {
+export async function mountExpressApp(fastify: FastifyInstance, app: Express, poolFor?: (identity: Identity | undefined) => pg.Pool): Promise<void> {
   await fastify.register(async (scope) => {
     // The body stream is Express's to read (express.json() & co.), not Fastify's.
     scope.removeAllContentTypeParsers();
@@ -94,6 +95,8 @@ export async function mountExpressApp(fastify: FastifyInstance, app: Express): P
           "request completed",
         );
       });
+      // req.superuserPool: the superuser pool bounded for this request's player or API key.
+      if (poolFor) (request.raw as { superuserPool?: pg.Pool }).superuserPool = poolFor(request.identity);
       app(request.raw as never, reply.raw as never, (error?: unknown) => finish(request, reply, error));
     };
     scope.all("/", handler);
@@ -117,7 +120,7 @@ function finish(request: FastifyRequest, reply: FastifyReply, error: unknown): v
     return;
   }
   if (clientError) {
-    sendJson(res, status, { statusCode: status, error: "Bad Request", message: err.expose === false ? "Bad request" : String(err.message ?? "Bad request") });
+    sendJson(res, status, { statusCode: status, error: http.STATUS_CODES[status] ?? "Bad Request", message: err.expose === false ? "Bad request" : String(err.message ?? "Bad request") });
   } else {
     sendJson(res, 500, { statusCode: 500, error: "Internal Server Error", message: `Internal error (request ${request.id}); the server log has the details.` });
   }

@@ -56,6 +56,13 @@ export interface ServerOptions {
   requestTimeoutMs?: number;
   /** How long stop() waits for in-flight requests before closing connections, ms (default 10000). */
   shutdownTimeoutMs?: number;
+  /**
+   * Most superuser-pool connections the GraphQL context's `superuserPool` lets
+   * one player (or one API key) hold at once (default 3).
+   */
+  perIdentityConnections?: number;
+  /** How many more of its requests may wait for one of those (default 256); beyond, TOO_MANY_REQUESTS. */
+  perIdentityQueue?: number;
   /** Serve Ruru (GraphiQL); default: on outside production. */
   graphiql?: boolean;
   /** Stop cleanly on SIGINT/SIGTERM; default true. */
@@ -83,6 +90,8 @@ const KNOWN: Record<keyof ServerOptions, (v: unknown) => string | undefined> = {
   statementTimeoutMs: (v) => (Number.isInteger(v) && (v as number) >= 0 ? undefined : "an integer number of milliseconds >= 0"),
   requestTimeoutMs: (v) => (Number.isInteger(v) && (v as number) >= 0 ? undefined : "an integer number of milliseconds >= 0"),
   shutdownTimeoutMs: (v) => (Number.isInteger(v) && (v as number) >= 0 ? undefined : "an integer number of milliseconds >= 0"),
+  perIdentityConnections: (v) => positiveInt(v),
+  perIdentityQueue: (v) => (Number.isInteger(v) && (v as number) >= 0 ? undefined : "an integer >= 0"),
   graphiql: (v) => (typeof v === "boolean" ? undefined : "true or false"),
   handleSignals: (v) => (typeof v === "boolean" ? undefined : "true or false"),
 };

@@ -15,6 +15,7 @@ import { queryLimitRules, type QueryLimits } from "./query-limits.js";
 import { makeParseAndValidatePlugin } from "./parse-cache.js";
 import { makePipelinedPgService } from "./db/pipelined-adaptor.js";
 import { ClientInputPlugin, maskClientInputError } from "./mask-error.js";
+import { isPoolSaturated } from "./db/pools.js";
 
 /** A pool in node-postgres's pipeline mode gets the pipelined adaptor (src/db/pools.ts). */
 const isPipelined = (pool: pg.Pool) => (pool.options as { pipeline?: boolean }).pipeline === true;
@@ -24,6 +25,8 @@ export interface PresetInput {
   extraPgSchemas: string[];
   graphqlPool: pg.Pool;
   superuserPool: pg.Pool;
+  /** The superuser pool a request's plugins get (default: superuserPool itself); start.ts bounds it per identity. */
+  superuserPoolFor?: (identity: Identity | undefined) => pg.Pool;
   graphiql: boolean;
   log: Logger;
   /** Largest accepted /graphql body in bytes. */
@@ -90,10 +93,13 @@ export function makeMaskError(log: Logger) {
     const refused = maskClientInputError(error, original, log, reqId);
     if (refused) return refused;
     const errorId = randomBytes(6).toString("hex");
-    log.error({ errorId, reqId, err: original ?? error, path: error.path }, "masked GraphQL error");
     // Failures a client should treat differently from a bug: say what they are
     // (and nothing more), so clients can retry an outage or shrink a query.
     const known = classifyDatabaseError(original);
+    // A saturated pool or a query cut by the statement timeout is load, not a
+    // fault of the server's code: worth a warning, not an error-level alert.
+    const level = known?.code === "SERVER_BUSY" || known?.code === "STATEMENT_TIMEOUT" ? "warn" : "error";
+    log[level]({ errorId, reqId, err: original ?? error, path: error.path, code: known?.code }, "masked GraphQL error");
     if (known) {
       return new GraphQLError(known.message, {
         nodes: error.nodes,
@@ -124,10 +130,14 @@ export function classifyDatabaseError(error: unknown): { code: string; message: 
   if (code === "57014" && /statement timeout/.test(message)) {
     return { code: "STATEMENT_TIMEOUT", message: "The query took longer than the server's statement timeout and was cancelled." };
   }
+  // Every pooled connection stayed in use for the whole connection timeout: busy, not down.
+  if (isPoolSaturated(error)) {
+    return { code: "SERVER_BUSY", message: "The server is busy: every database connection stayed in use; retry shortly." };
+  }
   if (
     ["57P01", "57P02", "57P03", "53300", "ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT"].includes(code) ||
     code.startsWith("08") ||
-    /Connection terminated|not queryable|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(message)
+    /Connection terminated|not queryable|Client has encountered a connection error/i.test(message)
   ) {
     return { code: "DATABASE_UNAVAILABLE", message: "The database is unavailable; retry shortly." };
   }
@@ -136,6 +146,7 @@ export function classifyDatabaseError(error: unknown): { code: string; message: 
 
 export function makePreset(input: PresetInput): GraphileConfig.Preset {
   const { superuserPool, statementTimeoutMs } = input;
+  const superuserPoolFor = input.superuserPoolFor ?? (() => superuserPool);
   return {
     extends: [PostGraphileAmberPreset],
     // No Relay global ids: `id` is the row's UUID, as in the original.
@@ -171,7 +182,7 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
         const identity = req?.identity;
         return {
           identity,
-          superuserPool,
+          superuserPool: superuserPoolFor(identity),
           pgSettings: pgSettingsFor(identity, statementTimeoutMs),
           requestId: requestContext.fastifyv5?.request.id,
         };

@@ -14,11 +14,13 @@ import { defaultPlugins } from "./default-plugins.js";
 import { createFastify } from "../adapters/fastify.js";
 import { mountGraphQL } from "../adapters/grafserv.js";
 import { addAuthHook } from "../adapters/auth.js";
+import { addOverloadHook } from "../adapters/overload.js";
 import { createExpressApp, mountExpressApp } from "../adapters/express.js";
 import { createIdentityResolver } from "./identity-resolver.js";
 import { DEFAULT_QUERY_LIMITS } from "./query-limits.js";
 import { listenForCredentialChanges } from "./db/credential-events.js";
 import { createApiKeyUsage } from "./api-key-usage.js";
+import { createIdentityPoolLimiter, DEFAULT_IDENTITY_LIMITS } from "./db/identity-limit.js";
 import { HubPlaygroundPlugin } from "./graphql/sessions.js";
 
 export interface RunningServer {
@@ -84,18 +86,27 @@ export async function startAndListen(
     const embedded = db.embedded;
 
     const pools: HubPools = await retryWhileEmbeddedRestarts(db, () => openPools(urls, log));
-    cleanup.push(() => Promise.all([endPool(pools.graphql), endPool(pools.superuser)]));
+    cleanup.push(() => Promise.all([endPool(pools.graphql), endPool(pools.superuser), endPool(pools.credentials)]));
+    // Connected while the rest starts, so the first credential lookup finds a warm connection.
+    pools.credentials.query("select 1").catch(() => undefined);
     await retryWhileEmbeddedRestarts(db, () => migrate(pools.superuser, { userMigrationsPath: options.userDatabaseMigrationsPath, log }));
     await ensureRoleSwitch(pools, log);
     setSuperuserPool(pools.superuser);
     cleanup.push(async () => clearSuperuserPool(pools.superuser));
 
+    // Plugins get, per request, a view of the superuser pool bounded per player / API key.
+    const identityLimiter = createIdentityPoolLimiter(pools.superuser, {
+      connections: options.perIdentityConnections ?? DEFAULT_IDENTITY_LIMITS.connections,
+      queue: options.perIdentityQueue ?? DEFAULT_IDENTITY_LIMITS.queue,
+      waitMs: pools.superuser.options.connectionTimeoutMillis ?? 10_000,
+    });
     const preset = makePreset({
       // The playground mutation depends on configuration, not on the plugin list.
       plugins: [...(options.plugins ?? defaultPlugins), ...(config.playground ? [HubPlaygroundPlugin] : [])],
       extraPgSchemas: options.extraPgSchemas ?? [],
       graphqlPool: pools.graphql,
       superuserPool: pools.superuser,
+      superuserPoolFor: identityLimiter.poolFor,
       graphiql: options.graphiql ?? config.nodeEnv !== "production",
       log,
       maxRequestLength: MAX_BODY,
@@ -110,7 +121,7 @@ export async function startAndListen(
     const pgl = postgraphile(preset);
     cleanup.push(async () => pgl.release());
     // Independent of the schema: its connection (and LISTEN) is made while the schema builds.
-    const resolver = createIdentityResolver(pools.superuser, { cacheTtlMs: options.identityCacheTtlMs ?? 1000 });
+    const resolver = createIdentityResolver(pools.credentials, { cacheTtlMs: options.identityCacheTtlMs ?? 1000 });
     const credentialEvents = listenForCredentialChanges(urls.superuserDatabaseUrl, () => resolver.clear(), log);
     cleanup.push(() => credentialEvents.close());
     credentialEvents.ready.catch(() => undefined); // awaited below, after the schema
@@ -130,14 +141,15 @@ export async function startAndListen(
       messageClasses: expressApp?.messageClasses,
     });
     await credentialEvents.ready;
-    const apiKeyUsage = createApiKeyUsage(pools.superuser, log);
+    const apiKeyUsage = createApiKeyUsage(pools.credentials, log);
     cleanup.push(() => apiKeyUsage.stop());
     // Order matters: the auth hook first, so Express and GraphQL both see the identity.
     addAuthHook(app, resolver, apiKeyUsage);
+    addOverloadHook(app, identityLimiter);
     // Registered last so it runs first: stop accepting and finish in-flight requests before anything they use closes.
     cleanup.push(() => closeWithin(app, options.shutdownTimeoutMs ?? 10_000, log));
     await mountGraphQL(app, pgl);
-    if (expressApp) await mountExpressApp(app, expressApp.app);
+    if (expressApp) await mountExpressApp(app, expressApp.app, identityLimiter.poolFor);
     await app.listen({ port: config.port, host: config.host });
     const address = app.server.address();
     const port = typeof address === "object" && address ? address.port : config.port;

@@ -57,7 +57,7 @@ const bodies: [string, string | Buffer, Record<string, string> | undefined, numb
   ["query missing", JSON.stringify({ variables: {} }), undefined, 400, grafservError(400, "query must be a string")],
   ["variables not an object", JSON.stringify({ query: "{ __typename }", variables: [1] }), undefined, 400, grafservError(400, "Invalid variables; expected JSON-encoded object")],
   ["unknown operation name", JSON.stringify({ query: "query A { __typename }", operationName: "B" }), undefined, 400, { errors: [{ message: 'Unknown operation named "B".', extensions: { code: "OPERATION_RESOLUTION_FAILURE" } }] }],
-  ["syntax error", JSON.stringify({ query: "{ __typename" }), undefined, 400, graphqlError("Syntax Error: Expected Name, found <EOF>.", 1, 13)],
+  ["syntax error", JSON.stringify({ query: "{ __typename" }), undefined, 400, graphqlError("Syntax Error: Expected Name, found <EOF>.", 1, 13, "GRAPHQL_PARSE_FAILED")],
   ["unknown field", JSON.stringify({ query: "{ nope }" }), undefined, 400, graphqlError('Cannot query field "nope" on type "Query".', 1, 3, "GRAPHQL_VALIDATION_FAILED")],
   [
     "wrong variable type",

@@ -6,8 +6,27 @@ import { redactUrl } from "../config.js";
 export interface HubPools {
   /** Connects as the authenticator; every GraphQL request switches to app_postgraphile. */
   graphql: pg.Pool;
-  /** Migrations, superuserPool for plugins, identity lookups. */
+  /** Migrations, superuserPool for plugins and routes. */
   superuser: pg.Pool;
+  /**
+   * Credential lookups and API key usage stamps only: a few short queries that
+   * must never wait behind plugin work holding every superuser connection.
+   */
+  credentials: pg.Pool;
+}
+
+/** Size of the credentials pool: lookups are single indexed reads, and concurrent lookups of one credential share a query. */
+const CREDENTIAL_POOL_SIZE = 3;
+
+/**
+ * pg-pool's error when every connection of the pool stayed checked out for the
+ * whole connection timeout: the server is busy, Postgres itself may be fine.
+ * (A Postgres that does not answer a new connection in time gives "Connection
+ * terminated due to connection timeout" instead.)
+ */
+export function isPoolSaturated(error: unknown): boolean {
+  const message = (error as { message?: unknown } | null | undefined)?.message;
+  return typeof message === "string" && message === "timeout exceeded when trying to connect";
 }
 
 function makePool(connectionString: string, name: string, max: number, log: Logger, pipeline = false): pg.Pool {
@@ -43,6 +62,7 @@ export async function openPools(
 ): Promise<HubPools> {
   const superuser = makePool(urls.superuserDatabaseUrl, "superuser", 10, log);
   const graphql = makePool(urls.databaseUrl, "graphql", 20, log, options.graphqlPipeline ?? true);
+  const credentials = makePool(urls.superuserDatabaseUrl, "credentials", CREDENTIAL_POOL_SIZE, log);
   for (const [pool, variable, url] of [
     [superuser, "SUPERUSER_DATABASE_URL", urls.superuserDatabaseUrl],
     [graphql, "DATABASE_URL", urls.databaseUrl],
@@ -50,7 +70,7 @@ export async function openPools(
     try {
       await pool.query("select 1");
     } catch (error) {
-      await Promise.all([superuser.end(), graphql.end()]).catch(() => undefined);
+      await Promise.all([superuser.end(), graphql.end(), credentials.end()]).catch(() => undefined);
       throw new HubError(
         "HUB_DB_CONNECT",
         `Cannot connect to ${variable} (${redactUrl(url)}): ${(error as Error).message}`,
@@ -58,7 +78,7 @@ export async function openPools(
       );
     }
   }
-  return { graphql, superuser };
+  return { graphql, superuser, credentials };
 }
 
 /**

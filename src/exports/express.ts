@@ -3,6 +3,7 @@
  * is optional; it is the same Express 5 whose app `configureApp` receives.
  */
 import express from "express";
+import type { Pool } from "pg";
 import type { Identity } from "../identity.js";
 
 export default express;
@@ -12,8 +13,12 @@ export { serveStatic as static };
 
 export type { Express, Response, NextFunction, RequestHandler, ErrorRequestHandler } from "express";
 
-/** Express's request with the hub's identity (one revision's name). */
-export type Request = express.Request & { identity?: Identity | undefined };
+/**
+ * Express's request with the hub's identity (one revision's name), and the
+ * superuser pool bounded for that identity (the per-player bound of the
+ * GraphQL context's `superuserPool`; the unbounded pool for anonymous requests).
+ */
+export type Request = express.Request & { identity?: Identity | undefined; superuserPool: Pool };
 /** The same type under the other revision's name. */
 export type HubRequest = Request;
 
@@ -22,6 +27,8 @@ declare global {
     // So plain `(req, res) => req.identity` handlers type-check too.
     interface Request {
       identity?: Identity | undefined;
+      /** Set by the hub on every request that reaches the app configured by `configureApp`. */
+      superuserPool: Pool;
     }
   }
 }
