@@ -11,13 +11,13 @@ declare module "fastify" {
 }
 
 /**
- * The one place the Authorization header is read (design §2). Registered
+ * The one place the Authorization header is read. Registered
  * before everything else, it puts the identity on the Fastify request and on
  * the raw Node request, which is Express's `req` and what grafserv hands to
  * the GraphQL context, so nothing downstream parses the header again.
  *
  * A bad credential is simply no identity: routes and resolvers decide what
- * that means (spec §5.5). Only a failing database lookup answers 503, because
+ * that means. Only a failing database lookup answers 503, because
  * then we cannot know who is asking; its body's `code` says whether the
  * database is unavailable or the server too busy to check in time. Lookups
  * use their own small pool, so plugin work never makes them wait.

@@ -18,7 +18,7 @@ export async function createExpressApp(configureApp: ConfigureApp, superuserPool
   app.disable("x-powered-by");
   // Before configureApp, so what it adds to app.request / app.response lands on the objects requests are built with.
   const messageClasses = expressMessageClasses(app);
-  // One argument that works for both revisions (spec §9): `({ app, superuserPool }) => …`
+  // One argument that works for both revisions of the interface: `({ app, superuserPool }) => …`
   // destructures these two properties; `(app) => …` uses the app itself.
   Object.defineProperties(app, {
     app: { value: app, enumerable: false },
@@ -65,7 +65,7 @@ function adoptAsAppPrototype(app: Express, key: "request" | "response", proto: o
 }
 
 /**
- * The user's Express app (spec §4.4), mounted under Fastify.
+ * The user's Express app (configureApp's), mounted under Fastify.
  *
  * - It is a genuine `express()` app from our own Express 5, so Express code
  *   runs unchanged: `res.json` returns `res`, 4-argument error middleware and

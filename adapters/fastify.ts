@@ -35,7 +35,7 @@ function requestTimeoutChecks(requestTimeoutMs: number): { connectionsCheckingIn
 }
 
 /**
- * The Fastify front (design §2): pino logging with the Authorization header
+ * The Fastify front: pino logging with the Authorization header
  * redacted, a request id on every request (taken from x-request-id when a proxy
  * set one), and JSON 404s for any path nothing handled.
  */

@@ -1,6 +1,5 @@
 /**
- * CoinflipBetPlugin: `makeCoinflipBet`, the controller-template plugin (spec
- * §4.3): a bet on a side of a fair coin that moves real money. The player's
+ * CoinflipBetPlugin: `makeCoinflipBet`, the controller-template plugin: a bet on a side of a fair coin that moves real money. The player's
  * balance and the house bankroll are locked, checked and updated in the same
  * transaction that stores the bet, so concurrent bets can neither overdraw a
  * balance nor leave the books out of balance: whatever the player gains the

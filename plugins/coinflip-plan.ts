@@ -1,11 +1,11 @@
 /**
- * CoinflipPlanPlugin: `makeCoinflip` in plan style (spec §4.2, §4.3). Same
+ * CoinflipPlanPlugin: `makeCoinflip` in plan style. Same
  * rules as plugins/coinflip-resolver.ts, but a plan can return the generated
  * `Coinflip` entity: the side effect inserts the row and yields its id, and
  * `pgResources.coinflip.get({ id })` lets the client select any Coinflip field
  * (relations included), read under the player's row-level security.
  *
- * As spec §4.3 rule 4 says, this is a reference for the plugin mechanics only:
+ * By the reference's own rules, this is a reference for the plugin mechanics only:
  * it checks no balance and moves no money (plugins/coinflip-bet.ts does).
  */
 import { randomInt } from "node:crypto";

@@ -1,11 +1,11 @@
 /**
- * CoinflipResolverPlugin: `makeCoinflip` in resolver style (spec §4.3). A
+ * CoinflipResolverPlugin: `makeCoinflip` in resolver style. A
  * resolver can only return data shaped like types the plugin declares, so it
  * returns its own `CoinflipOut`; plugins/coinflip-plan.ts is the plan-style
  * twin that returns the generated `Coinflip`. The two declare the same field,
  * so a server uses one or the other.
  *
- * As spec §4.3 rule 4 says, this is a reference for the plugin mechanics only:
+ * By the reference's own rules, this is a reference for the plugin mechanics only:
  * it checks no balance and moves no money (plugins/coinflip-bet.ts does).
  */
 import { randomInt } from "node:crypto";

@@ -1,5 +1,5 @@
 /**
- * FortunePlugin: the resolver-style reference plugin (spec §4.2, §4.3). It
+ * FortunePlugin: the resolver-style reference plugin. It
  * declares its own `Fortune` type, so it reads and writes app.fortune (hidden
  * from the generated API by `@behavior -*`) through superuserPool.
  */

@@ -2,8 +2,8 @@ import { serverStats, type ConfigureAppArgs } from "@hubpkg/hub";
 import type { Express, HubRequest, Response } from "@hubpkg/hub/express";
 
 /**
- * The reference routes of spec §4.4, written as a route author writes them:
- * the 401s are this code's own decision (spec §5.5), not the hub's.
+ * The reference routes, written as a route author writes them:
+ * the 401s are this code's own decision, not the hub's.
  *
  *   GET /health   {"status":"ok"} (and whether the database answers)
  *   GET /bets     the calling player's bets in the session's experience, newest

@@ -1,7 +1,7 @@
 import type { GraphQLFieldConfigMap, GraphQLOutputType } from "graphql";
 
 /**
- * `Bet` (spec §2): the interface every bet type implements, so clients can ask
+ * `Bet`: the interface every bet type implements, so clients can ask
  * for the fields all bets share whatever the game. A table opts in with the
  * smart comment tag `@hubBet` and must have the columns below (NOT NULL):
  *

@@ -4,7 +4,7 @@ import type { DbCasino, DbExperience, DbUser } from "./db/types.js";
 
 /**
  * Credentials (session tokens, API keys) are opaque random strings shown once.
- * The database keeps only their SHA-256 digest (design §4), so a leaked dump or
+ * The database keeps only their SHA-256 digest, so a leaked dump or
  * log grants nothing. A digest is enough here (no salt, no slow hash): the
  * input has 256 bits of entropy, so there is nothing to brute-force.
  */

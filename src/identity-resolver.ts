@@ -5,7 +5,7 @@ import { describeValue, HubError } from "./errors.js";
 import type { Identity, UserIdentity } from "./identity.js";
 
 /**
- * Authorization header → identity (spec §5), for the auth hook (design §2).
+ * Authorization header → identity (`session:` or `apikey:`), for the auth hook.
  *
  *   session:<token>  → { kind: "user", user, sessionId, session }  (unrevoked, unexpired)
  *   apikey:<key>     → { kind: "operator", apiKey, apiKeyId }       (unrevoked)

@@ -1,7 +1,7 @@
 import type { DbSession, DbUser } from "./db/types.js";
 
 /**
- * Who made a request (spec §2, §5). The same object is `req.identity` in
+ * Who made a request. The same object is `req.identity` in
  * Express handlers and `context.identity` in GraphQL plans and resolvers.
  */
 export type Identity = UserIdentity | OperatorIdentity;

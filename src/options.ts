@@ -1,14 +1,14 @@
 import type { LogLevel } from "./config.js";
 import { HubError, optionInvalid } from "./errors.js";
 
-/** What `configureApp` receives in the object form (spec §4.4). */
+/** What `configureApp` receives in the object form. */
 export interface ConfigureAppArgs<App> {
   app: App;
   superuserPool: import("pg").Pool;
 }
 
 /**
- * Both revisions of spec §9 in one type: the argument is the Express app
+ * Both revisions of the interface in one type: the argument is the Express app
  * itself, carrying `app` (itself) and `superuserPool`, so
  * `({ app, superuserPool }) => …` and `(app) => …` both type-check and run.
  */
@@ -20,7 +20,7 @@ export interface ServerOptions {
   plugins?: GraphileConfig.Plugin[];
   /** More Postgres schemas to expose, e.g. ["app"]. */
   extraPgSchemas?: string[];
-  /** Adds Express routes and middleware (spec §4.4). */
+  /** Adds Express routes and middleware. */
   configureApp?: ConfigureApp;
   /** A directory of NNN-name.sql files applied once each, in order, at start-up. */
   userDatabaseMigrationsPath?: string;

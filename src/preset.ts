@@ -36,7 +36,7 @@ export interface PresetInput {
   statementTimeoutMs: number;
 }
 
-/** Where the auth hook leaves the identity: on the raw Node request (design §2). */
+/** Where the auth hook leaves the identity: on the raw Node request, which Express and grafserv both see. */
 export interface RequestWithIdentity {
   identity?: Identity | undefined;
   id?: string;

@@ -13,7 +13,7 @@ function superuserUrl(dataDir: string): string {
   return `postgres://postgres:${superuserPassword}@127.0.0.1:${port}/hub`;
 }
 
-t.test("node dist/server.js runs the demo: reference plugins and routes (spec §4.3, §4.4, §7)", async (t) => {
+t.test("node dist/server.js runs the demo: reference plugins and routes", async (t) => {
   const dataDir = tmpDir(t);
   const server = await startServerProcess({ HUB_DATA_DIR: dataDir });
   t.teardown(() => server.child.kill("SIGKILL"));

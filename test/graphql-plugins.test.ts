@@ -14,7 +14,7 @@ import path from "node:path";
 
 // Plugins written exactly as a user writes them, in a module loaded before the server starts.
 
-/** Resolver style (spec §4.2): typeDefs + resolvers(parent, args, context). */
+/** Resolver style: typeDefs + resolvers(parent, args, context). */
 const NotesResolverPlugin = makeExtendSchemaPlugin(() => ({
   typeDefs: graphql`
     type Note { id: Int!, body: String!, author: String }

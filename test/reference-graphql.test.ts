@@ -235,7 +235,7 @@ t.test("schema: reference tables become Coinflip, CoinflipBet and CoinSide; app.
       .filter((f) => f.type.kind === "NON_NULL")
       .map((f) => [f.name, f.type.ofType!.name]),
   );
-  t.same(columns, { casinoId: "UUID", currencyKey: "String", experienceId: "UUID", id: "UUID", net: "Float", userId: "UUID", wager: "Float" }, "spec §2 columns, all non-null");
+  t.same(columns, { casinoId: "UUID", currencyKey: "String", experienceId: "UUID", id: "UUID", net: "Float", userId: "UUID", wager: "Float" }, "the reference columns, all non-null");
   t.same(data.coinflip.interfaces, [{ name: "Bet" }], "@hubBet: Coinflip implements Bet");
   t.same(data.bet.interfaces, [{ name: "Bet" }], "@hubBet: CoinflipBet implements Bet");
   for (const name of ["side", "outcome", "balanceAfter"]) t.ok(data.bet.fields.some((f: { name: string }) => f.name === name), `CoinflipBet.${name}`);
@@ -379,7 +379,7 @@ t.test("addFortune: refuses empty, blank, over-long and NUL text, saying what it
 });
 
 // ---------------------------------------------------------------------------
-// makeCoinflip, both variants (spec §4.3)
+// makeCoinflip, both variants
 
 const RESOLVER_FLIP = "mutation($input: MakeCoinflipInput!) { makeCoinflip(input: $input) { id net } }";
 const PLAN_FLIP = `mutation($input: MakeCoinflipInput!) {
@@ -464,7 +464,7 @@ for (const variant of variants) {
     }
     const rows = await db.query("select * from app.coinflip where user_id = $1", [p.userId]);
     t.same(rows.rows, [{ id: out.id, wager: 12.5, net: out.net, currency_key: "HOUSE", user_id: p.userId, casino_id: p.casinoId, experience_id: p.experienceId }]);
-    t.equal((await db.query("select amount from hub.balance where user_id = $1", [p.userId])).rows[0].amount, 100, "balance untouched (spec §4.3 rule 4)");
+    t.equal((await db.query("select amount from hub.balance where user_id = $1", [p.userId])).rows[0].amount, 100, "balance untouched (makeCoinflip moves no money)");
     t.same((await db.query("select amount, bets from hub.bankroll where casino_id = $1", [p.casinoId])).rows, bankrollBefore, "bankroll untouched");
   });
 

@@ -3,7 +3,7 @@
  * once, in its own transaction, and is recorded in hub_secret.migration; once
  * released an entry is never edited: changes go in a new entry.
  *
- * Security model (design §4): GraphQL requests run as `app_postgraphile`, and
+ * Security model: GraphQL requests run as `app_postgraphile`, and
  * row-level security decides what each identity sees from transaction
  * settings the hub sets per request (session.* for a player, operator.api_key
  * for an operator). Credentials are stored only as SHA-256 digests.

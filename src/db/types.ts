@@ -1,4 +1,4 @@
-/** Row types of the hub's tables, as `pg` returns them (design §4). */
+/** Row types of the hub's tables, as `pg` returns them. */
 export interface DbCasino {
   id: string;
   name: string;

@@ -1,5 +1,5 @@
 /**
- * The Express bundled with the hub (spec §1: `@hubpkg/hub/express`). Using it
+ * The Express bundled with the hub (`@hubpkg/hub/express`). Using it
  * is optional; it is the same Express 5 whose app `configureApp` receives.
  */
 import express from "express";
