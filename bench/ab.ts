@@ -1,11 +1,14 @@
 /**
  * A/B of the requests that need no data (`{__typename}`, `GET /health`)
- * between the hub, the baseline and `bench/bare/server.ts` (Fastify +
- * grafserv and nothing else), on one embedded Postgres, interleaved, with the
- * median req/s and server CPU µs per request of each. For finding where a
- * request's time goes, not for the committed results (`npm run bench`).
+ * between the hub, the baseline, `bench/bare/server.ts` (Fastify + grafserv
+ * and nothing else) and `bench/fastify-express/server.ts` (the hub with
+ * `@fastify/express` in place of its own Express bridge), on one embedded
+ * Postgres, interleaved, with the median req/s (and its spread over the
+ * rounds), the ratio to the baseline and the server CPU µs per request of
+ * each. For finding where a request's time goes, not for the committed
+ * results (`npm run bench`).
  *
- *   npm run build && node --import tsx bench/ab.ts [--targets hub,bare,baseline] [--scenarios typename,health] [--rounds 6] [--duration 3]
+ *   npm run build && node --import tsx bench/ab.ts [--targets hub,bare,baseline,fastify-express] [--scenarios typename,health] [--rounds 6] [--duration 3]
  */
 import fs from "node:fs";
 import os from "node:os";
@@ -25,7 +28,12 @@ const { values: opts } = parseArgs({
     connections: { type: "string", default: "10" },
   },
 });
-const scripts: Record<string, string> = { hub: "bench/hub/server.ts", bare: "bench/bare/server.ts", baseline: "bench/baseline/server.ts" };
+const scripts: Record<string, string> = {
+  hub: "bench/hub/server.ts",
+  bare: "bench/bare/server.ts",
+  baseline: "bench/baseline/server.ts",
+  "fastify-express": "bench/fastify-express/server.ts",
+};
 const requests: Record<string, HttpRequest> = {
   typename: { method: "POST", path: "/graphql", headers: { "content-type": "application/json" }, body: '{"query":"{__typename}"}' },
   health: { method: "GET", path: "/health", headers: {} },
@@ -36,6 +44,8 @@ for (const name of names) if (!scripts[name]) throw new Error(`--targets: unknow
 for (const id of scenarioIds) if (!requests[id]) throw new Error(`--scenarios: unknown scenario ${JSON.stringify(id)}; known: ${Object.keys(requests).join(", ")}`);
 if (names[0] !== "hub") throw new Error("--targets: the first must be hub (it starts the embedded Postgres the others attach to)");
 
+const load = () => os.loadavg().map((x) => x.toFixed(2)).join(" ");
+process.stdout.write(`${os.cpus().length} × ${os.cpus()[0]?.model.trim() ?? "unknown CPU"}, Node ${process.version}; load average before: ${load()}\n`);
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "hub-ab-"));
 const targets: Array<{ name: string; target: Target }> = [];
 try {
@@ -57,11 +67,18 @@ try {
         }
       }
     }
+    const baselineIndex = targets.findIndex((t) => t.name === "baseline");
     for (const [i, { name }] of targets.entries()) {
       const { rps, cpu } = runs[i]!;
-      process.stdout.write(`${id} ${name.padEnd(9)} ${Math.round(median(rps)).toString().padStart(6)} req/s  ${Math.round(median(cpu)).toString().padStart(4)} µs/req  (rounds: ${cpu.map(Math.round).join(" ")} µs)\n`);
+      // Per round, this target's req/s over the baseline's of the same round: the spread of the ratio.
+      const ratios = baselineIndex < 0 ? [] : rps.map((r, round) => r / runs[baselineIndex]!.rps[round]!);
+      const ratio = ratios.length ? `  ${median(ratios).toFixed(2)}× baseline (rounds ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})` : "";
+      process.stdout.write(
+        `${id} ${name.padEnd(15)} ${Math.round(median(rps)).toString().padStart(6)} req/s (rounds ${Math.round(Math.min(...rps))}–${Math.round(Math.max(...rps))})${ratio}  ${Math.round(median(cpu)).toString().padStart(4)} µs/req  (rounds: ${cpu.map(Math.round).join(" ")} µs)\n`,
+      );
     }
   }
+  process.stdout.write(`load average after: ${load()}\n`);
 } finally {
   for (const { target } of targets.reverse()) await target.stop();
 }

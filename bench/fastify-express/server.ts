@@ -1,0 +1,97 @@
+/**
+ * A reference point for `bench/ab.ts`, not a target of `npm run bench`: the
+ * hub's Fastify front (its adapters, as src/start.ts assembles them: request
+ * ids and logging, the auth hook, the per-identity overload hook, grafserv at
+ * /graphql) with configureApp's Express app mounted by `@fastify/express`
+ * instead of the hub's own bridge (adapters/express.ts). Only the bridge
+ * differs from the hub target.
+ *
+ * `@fastify/express` is registered in an encapsulated context, so its hook
+ * never runs for /graphql (a Fastify route of the root context), and the app
+ * is mounted with `scope.use(app)`, as its README shows. The catch-all routes
+ * give the context's hook a route to run on (without one Fastify answers 404
+ * from the root context before any hook of this one) and answer what Express
+ * passed on with the hub's JSON 404.
+ *
+ * Node builds the requests with its own classes: `@fastify/express` assigns
+ * `req.hostname` and `req.ip`, which are getters on Express's request
+ * prototype, so it cannot run on the requests the hub builds with those
+ * prototypes (BENCH_EXPRESS_PROTOTYPES=1 tries it: every Express request
+ * then fails).
+ */
+import "../lib/child-prelude.js";
+import "../../dist/src/prelude.js";
+import type { AddressInfo } from "node:net";
+import fastifyExpress from "@fastify/express";
+import { postgraphile } from "postgraphile";
+// The hub's own building blocks, as src/start.ts assembles them (keep in step with it).
+import { readConfig } from "../../dist/src/config.js";
+import { createIdentityResolver } from "../../dist/src/identity-resolver.js";
+import { createApiKeyUsage } from "../../dist/src/api-key-usage.js";
+import { listenForCredentialChanges } from "../../dist/src/db/credential-events.js";
+import { endPool, openDatabase } from "../../dist/src/db/database.js";
+import { openPools, setSuperuserPool } from "../../dist/src/db/pools.js";
+import { createIdentityPoolLimiter, DEFAULT_IDENTITY_LIMITS } from "../../dist/src/db/identity-limit.js";
+import { createLogger, setLogger } from "../../dist/src/logger.js";
+import { createFastify } from "../../dist/adapters/fastify.js";
+import { addAuthHook } from "../../dist/adapters/auth.js";
+import { addOverloadHook } from "../../dist/adapters/overload.js";
+import { mountGraphQL } from "../../dist/adapters/grafserv.js";
+import { createExpressApp } from "../../dist/adapters/express.js";
+import { benchConfigureApp } from "../lib/demo.js";
+import { MAX_BODY, demoPreset } from "../lib/demo-preset.js";
+import { serveBench } from "../lib/child.js";
+
+const dataDir = process.env.BENCH_DATA_DIR;
+if (!dataDir) throw new Error("BENCH_DATA_DIR is not set");
+
+const config = { ...readConfig(), dataDir };
+const log = createLogger({ level: config.logLevel, pretty: false });
+setLogger(log);
+
+// Attaches to the Postgres the hub target started (owned: false, so close() leaves it running).
+const db = await openDatabase(config, log);
+const pools = await openPools({ databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl }, log);
+setSuperuserPool(pools.superuser);
+
+const pgl = postgraphile(demoPreset(config, pools, log));
+await pgl.getSchemaResult();
+const resolver = createIdentityResolver(pools.credentials, { cacheTtlMs: 1000 });
+const credentialEvents = listenForCredentialChanges(db.superuserUrl, () => resolver.clear(), log);
+await credentialEvents.ready;
+const apiKeyUsage = createApiKeyUsage(pools.credentials, log);
+const limiter = createIdentityPoolLimiter(pools.superuser, { ...DEFAULT_IDENTITY_LIMITS, waitMs: 10_000 });
+
+// The same app the hub mounts: configureApp's, built by the hub's createExpressApp.
+const express = await createExpressApp(benchConfigureApp, pools.superuser);
+const app = createFastify({
+  logger: log,
+  bodyLimit: MAX_BODY,
+  requestTimeoutMs: 30_000,
+  messageClasses: process.env.BENCH_EXPRESS_PROTOTYPES === "1" ? express.messageClasses : undefined,
+});
+addAuthHook(app, resolver, apiKeyUsage);
+addOverloadHook(app, limiter);
+await mountGraphQL(app, pgl);
+await app.register(async (scope) => {
+  // The body stream is Express's to read (express.json() runs in the onRequest hook, before Fastify would parse it).
+  scope.removeAllContentTypeParsers();
+  scope.addContentTypeParser("*", (_request, _payload, done) => done(null));
+  await scope.register(fastifyExpress);
+  scope.use(express.app);
+  const notFound = (request: { method: string; url: string }, reply: { code(n: number): { send(body: unknown): unknown } }) =>
+    reply.code(404).send({ statusCode: 404, error: "Not Found", message: `No route for ${request.method} ${request.url.split("?")[0]}` });
+  scope.all("/", notFound);
+  scope.all("/*", notFound);
+});
+await app.listen({ port: 0, host: "127.0.0.1" });
+const { port } = app.server.address() as AddressInfo;
+
+serveBench({ url: `http://127.0.0.1:${port}`, superuserDatabaseUrl: db.superuserUrl }, async () => {
+  await app.close();
+  await apiKeyUsage.stop();
+  await credentialEvents.close();
+  await pgl.release();
+  await Promise.all([endPool(pools.graphql), endPool(pools.superuser), endPool(pools.credentials)]);
+  await db.close();
+});
