@@ -16,8 +16,7 @@
  * Node builds the requests with its own classes: `@fastify/express` assigns
  * `req.hostname` and `req.ip`, which are getters on Express's request
  * prototype, so it cannot run on the requests the hub builds with those
- * prototypes (BENCH_EXPRESS_PROTOTYPES=1 tries it: every Express request
- * then fails).
+ * prototypes (bench/fastify-express/check.ts shows it).
  */
 import "../lib/child-prelude.js";
 import "../../dist/src/prelude.js";
@@ -68,7 +67,6 @@ const app = createFastify({
   logger: log,
   bodyLimit: MAX_BODY,
   requestTimeoutMs: 30_000,
-  messageClasses: process.env.BENCH_EXPRESS_PROTOTYPES === "1" ? express.messageClasses : undefined,
 });
 addAuthHook(app, resolver, apiKeyUsage);
 addOverloadHook(app, limiter);
