@@ -34,15 +34,15 @@ export async function createExpressApp(configureApp: ConfigureApp, superuserPool
  *
  * Express's `app.handle` gives each request and response the app's prototypes
  * with `Object.setPrototypeOf`, and on V8 that costs more than all the rest of
- * Express. Measured on the 2-core bench machine, CPU per request answering
- * `{"ok":true}` with `res.json`: plain Express 5, 315 µs; the same app with the
- * objects built with those prototypes already (Express's `setPrototypeOf` is
- * then a no-op), 103 µs.
+ * Express: V8 throws away what it had learnt about the objects' shape. With
+ * the objects built with those prototypes already, Express's `setPrototypeOf`
+ * is a no-op. (The figures are in bench/README.md, "Measured figures behind
+ * the code".)
  *
  * Classes rather than constructor functions given `app.request` as their
- * `prototype` (131 µs): V8 sizes a class's objects from its base constructor,
- * a bare function's objects it sizes for none of the fields Node then adds,
- * and that also slowed Fastify's handling of /graphql by ~20 µs a request.
+ * `prototype`: V8 sizes a class's objects from its base constructor, a bare
+ * function's objects it sizes for none of the fields Node then adds, which
+ * loses part of the gain and also slows Fastify's handling of /graphql.
  * So each class's prototype takes the place of `app.request` /
  * `app.response`: the same parent (Express's request / response), the same
  * own properties (`app`), no `constructor` of its own, and mounted sub-apps

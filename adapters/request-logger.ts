@@ -10,8 +10,8 @@ type Level = "fatal" | "error" | "warn" | "info" | "debug" | "trace";
  * Fastify builds a pino child for every request. With our redaction paths
  * (wildcards, src/logger.ts) that child costs pino a formatter rebuild and a
  * redacting stringify of the request id: the largest cost the hub added to a
- * `{__typename}` request over bare Fastify + grafserv (A/B on the bench
- * machine, 6 rounds: ~18 µs of ~270). The child is made on the first line
+ * `{__typename}` request over bare Fastify + grafserv (bench/ab.ts; the
+ * figure is in bench/README.md). The child is made on the first line
  * that passes the level: at `info` (the default) every request logs its
  * completion, so nothing changes there; at `warn` and above (the bench, and a
  * busy production server's usual setting) a request that logs nothing makes

@@ -72,15 +72,15 @@ const prewarmed = new Map<string, Promise<OpenedDatabase>>();
 
 /**
  * Start the embedded Postgres now, before the heavy modules (graphql,
- * PostGraphile, Fastify, Express: ~0.8 s of loading) are imported: Postgres
+ * PostGraphile, Fastify, Express: most of the start-up) are imported: Postgres
  * boots in its own process meanwhile, and the next openDatabase() for the
  * same data dir adopts it. `node dist/server.js` calls this first thing.
  *
  * The returned promise resolves once Postgres (or initdb) runs as its own
  * process: await it before the heavy imports. The steps up to the spawn are
  * asynchronous and the imports block the event loop, so otherwise Postgres
- * was spawned only after them (measured: imports ended at ~0.9 s, Postgres
- * spawned ~25 ms later, ready 50 ms after that).
+ * would be spawned only after them and the two waits would add up instead of
+ * overlapping (bench/README.md has the timings).
  */
 export function prewarmDatabase(config: DatabaseConfig, log: Logger): Promise<void> {
   if (config.databaseUrl || prewarmed.has(config.dataDir)) return Promise.resolve();
