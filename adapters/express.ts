@@ -34,9 +34,8 @@ export async function createExpressApp(configureApp: ConfigureApp, superuserPool
  *
  * Express's `app.handle` gives each request and response the app's prototypes
  * with `Object.setPrototypeOf`, and on V8 that costs more than all the rest of
- * Express: V8 throws away what it had learnt about the objects' shape. With
- * the objects built with those prototypes already, Express's `setPrototypeOf`
- * is a no-op. (The figures are in bench/README.md, "Measured figures behind
+ * Express. With the objects built with those prototypes already, Express's
+ * `setPrototypeOf` is a no-op. (The figures are in bench/README.md, "Measured figures behind
  * the code".)
  *
  * Classes rather than constructor functions given `app.request` as their

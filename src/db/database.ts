@@ -72,7 +72,7 @@ const prewarmed = new Map<string, Promise<OpenedDatabase>>();
 
 /**
  * Start the embedded Postgres now, before the heavy modules (graphql,
- * PostGraphile, Fastify, Express: most of the start-up) are imported: Postgres
+ * PostGraphile, Fastify, Express: a large part of the start-up) are imported: Postgres
  * boots in its own process meanwhile, and the next openDatabase() for the
  * same data dir adopts it. `node dist/server.js` calls this first thing.
  *
