@@ -4,7 +4,6 @@ import type { DbUser } from "./db/types.js";
 import { describeValue, HubError } from "./errors.js";
 import type { Identity, UserIdentity } from "./identity.js";
 import * as parse from "./parse.js";
-import { parseAuthorization, type CredentialKind } from "./parse.js";
 
 /**
  * Authorization header → identity (`session:` or `apikey:`), for the auth hook.
@@ -127,7 +126,7 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
   // with what may be a revoked credential.
   let generation = 0;
 
-  async function lookup(kind: CredentialKind, key: Buffer): Promise<Found | undefined> {
+  async function lookup(kind: parse.CredentialKind, key: Buffer): Promise<Found | undefined> {
     if (kind === "apikey") {
       const { rows } = await pool.query<{ id: string }>(API_KEY_SQL, [key]);
       const row = rows[0];
@@ -175,7 +174,7 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
 
   const resolver: IdentityResolver = {
     async resolve(header) {
-      const parsed = parseAuthorization(header);
+      const parsed = parse.parseAuthorization(header);
       if (!parsed) return undefined;
       const key = digest(parsed.credential);
       const cacheKey = `${parsed.kind}:${key.toString("base64")}`;
