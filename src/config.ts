@@ -1,5 +1,7 @@
 import path from "node:path";
 import { configInvalid, optionInvalid, type HubError } from "./errors.js";
+import * as parse from "./parse.js";
+import type { Parsed } from "./parse.js";
 
 /**
  * The process configuration: the environment (README: Configuration), each
@@ -30,74 +32,37 @@ const NODE_ENVS = ["development", "production", "test"] as const;
 
 type Env = Record<string, string | undefined>;
 
-/** A value checked by a rule, or what was expected instead. */
-type Checked<T> = { value: T } | { expected: string };
-
 /**
  * One setting: its environment variable, its option (if it has one), and how
- * a value from either is checked. `env` receives the variable's text; `option`
+ * a value from either is parsed. `env` receives the variable's text; `option_`
  * the option's value. Where the two can hold the same kind of value they share
- * one check (and so one message).
+ * one parser (and so one message).
  */
 interface Rule<T> {
   variable: string;
   option?: string;
-  env(raw: string): Checked<T>;
-  option_?(value: unknown): Checked<T>;
+  env(raw: string): Parsed<T>;
+  option_?(value: unknown): Parsed<T>;
 }
 
-const ok = <T>(value: T): Checked<T> => ({ value });
-const expected = (text: string): Checked<never> => ({ expected: text });
-
-const PORT_EXPECTED = "an integer from 0 to 65535 (0 picks any free port)";
-const checkPort = (v: unknown): Checked<number> =>
-  Number.isInteger(v) && (v as number) >= 0 && (v as number) <= 65535 ? ok(v as number) : expected(PORT_EXPECTED);
-
-const checkHost = (v: unknown): Checked<string> =>
-  typeof v === "string" && /^[A-Za-z0-9.:\-[\]]+$/.test(v) ? ok(v) : expected("a host name or IP address such as 127.0.0.1, 0.0.0.0 or ::");
-
-const checkDataDir = (v: unknown): Checked<string> =>
-  typeof v === "string" && v.trim() !== "" ? ok(v) : expected("a directory path (default ./.hub)");
-
-const checkLogLevel = (v: unknown): Checked<LogLevel> =>
-  (LOG_LEVELS as readonly unknown[]).includes(v) ? ok(v as LogLevel) : expected(`one of ${LOG_LEVELS.join(", ")}`);
-
-function checkDatabaseUrl(v: unknown): Checked<string> {
-  if (typeof v !== "string") return expected("a URL such as postgres://user:password@host:5432/dbname");
-  let url: URL;
-  try {
-    url = new URL(v);
-  } catch {
-    return expected("a URL such as postgres://user:password@host:5432/dbname");
-  }
-  if (url.protocol !== "postgres:" && url.protocol !== "postgresql:") return expected("a URL starting with postgres:// or postgresql://");
-  if (url.hostname === "" && !url.searchParams.has("host")) {
-    return expected("a URL with a host, e.g. postgres://user:password@localhost:5432/dbname");
-  }
-  return ok(v);
-}
-
-const onOff = (raw: string): Checked<boolean> => (raw === "on" ? ok(true) : raw === "off" ? ok(false) : expected("on or off"));
-const bool = (v: unknown): Checked<boolean> => (typeof v === "boolean" ? ok(v) : expected("true or false"));
+const dataDirPath = parse.filePath("a directory path (default ./.hub)");
+const logLevel = parse.oneOf(LOG_LEVELS);
 
 export const RULES = {
-  port: { variable: "PORT", option: "port", env: (raw) => (/^\d{1,5}$/.test(raw) ? checkPort(Number(raw)) : expected(PORT_EXPECTED)), option_: checkPort } as Rule<number>,
-  host: { variable: "HOST", option: "host", env: checkHost, option_: checkHost } as Rule<string>,
-  nodeEnv: {
-    variable: "NODE_ENV",
-    env: (raw) => ((NODE_ENVS as readonly string[]).includes(raw) ? ok(raw as HubConfig["nodeEnv"]) : expected(`one of ${NODE_ENVS.join(", ")}`)),
-  } as Rule<HubConfig["nodeEnv"]>,
-  logLevel: { variable: "LOG_LEVEL", option: "logLevel", env: checkLogLevel, option_: checkLogLevel } as Rule<LogLevel>,
-  dataDir: { variable: "HUB_DATA_DIR", option: "dataDir", env: checkDataDir, option_: checkDataDir } as Rule<string>,
-  databaseUrl: { variable: "DATABASE_URL", option: "databaseUrl", env: checkDatabaseUrl, option_: checkDatabaseUrl } as Rule<string>,
-  superuserDatabaseUrl: { variable: "SUPERUSER_DATABASE_URL", option: "superuserDatabaseUrl", env: checkDatabaseUrl, option_: checkDatabaseUrl } as Rule<string>,
+  port: { variable: "PORT", option: "port", env: parse.portText, option_: parse.port } as Rule<number>,
+  host: { variable: "HOST", option: "host", env: parse.host, option_: parse.host } as Rule<string>,
+  nodeEnv: { variable: "NODE_ENV", env: parse.oneOf(NODE_ENVS) } as Rule<HubConfig["nodeEnv"]>,
+  logLevel: { variable: "LOG_LEVEL", option: "logLevel", env: logLevel, option_: logLevel } as Rule<LogLevel>,
+  dataDir: { variable: "HUB_DATA_DIR", option: "dataDir", env: dataDirPath, option_: dataDirPath } as Rule<string>,
+  databaseUrl: { variable: "DATABASE_URL", option: "databaseUrl", env: parse.postgresUrl, option_: parse.postgresUrl } as Rule<string>,
+  superuserDatabaseUrl: { variable: "SUPERUSER_DATABASE_URL", option: "superuserDatabaseUrl", env: parse.postgresUrl, option_: parse.postgresUrl } as Rule<string>,
   playground: {
     variable: "HUB_PLAYGROUND",
     option: "playground",
-    env: (raw) => (raw === "auto" ? ok(undefined) : raw === "on" || raw === "off" ? onOff(raw) : expected("on, off or auto")),
-    option_: bool,
+    env: (raw) => (raw === "auto" ? { value: undefined } : raw === "on" || raw === "off" ? parse.onOff(raw) : { expected: "on, off or auto" }),
+    option_: parse.boolean,
   } as Rule<boolean | undefined>,
-  introspection: { variable: "HUB_INTROSPECTION", option: "introspection", env: onOff, option_: bool } as Rule<boolean>,
+  introspection: { variable: "HUB_INTROSPECTION", option: "introspection", env: parse.onOff, option_: parse.boolean } as Rule<boolean>,
 } satisfies Record<string, Rule<unknown>>;
 
 type Settings = typeof RULES;

@@ -3,6 +3,7 @@ import { digest } from "./credentials.js";
 import type { DbUser } from "./db/types.js";
 import { describeValue, HubError } from "./errors.js";
 import type { Identity, UserIdentity } from "./identity.js";
+import * as parse from "./parse.js";
 
 /**
  * Authorization header → identity (`session:` or `apikey:`), for the auth hook.
@@ -70,14 +71,6 @@ export interface IdentityResolverOptions {
   maxEntries?: number | undefined;
 }
 
-/** Longest credential accepted, in characters; ours are 43. */
-export const MAX_CREDENTIAL_LENGTH = 512;
-
-/** Visible ASCII only (0x21–0x7E): no whitespace, no control or non-ASCII characters. */
-const CREDENTIAL = /^[\x21-\x7e]+$/;
-
-type Kind = "session" | "apikey";
-
 /** What a lookup found, without any raw credential. */
 type Found =
   | { kind: "user"; user: DbUser; session: UserIdentity["session"] }
@@ -87,24 +80,6 @@ interface Entry {
   found: Found | undefined;
   /** Date.now() after which the entry is stale. */
   staleAt: number;
-}
-
-/** Split a header into kind and credential, or undefined when it is not one we accept. */
-export function parseAuthorization(header: unknown): { kind: Kind; credential: string } | undefined {
-  if (typeof header !== "string") return undefined;
-  let kind: Kind;
-  let credential: string;
-  if (header.startsWith("session:")) {
-    kind = "session";
-    credential = header.slice(8);
-  } else if (header.startsWith("apikey:")) {
-    kind = "apikey";
-    credential = header.slice(7);
-  } else {
-    return undefined;
-  }
-  if (credential.length === 0 || credential.length > MAX_CREDENTIAL_LENGTH || !CREDENTIAL.test(credential)) return undefined;
-  return { kind, credential };
 }
 
 const SESSION_SQL = `
@@ -135,15 +110,11 @@ const resolverOptionInvalid = (option: string, received: unknown, expected: stri
   );
 
 function checkOptions(options: IdentityResolverOptions): { ttl: number; max: number } {
-  const ttl = options.cacheTtlMs ?? 1000;
-  const max = options.maxEntries ?? 10_000;
-  if (typeof ttl !== "number" || !Number.isFinite(ttl) || ttl < 0) {
-    throw resolverOptionInvalid("cacheTtlMs", ttl, "a number of milliseconds ≥ 0");
-  }
-  if (typeof max !== "number" || !Number.isInteger(max) || max < 0) {
-    throw resolverOptionInvalid("maxEntries", max, "an integer ≥ 0");
-  }
-  return { ttl, max };
+  const ttl = parse.milliseconds(options.cacheTtlMs ?? 1000);
+  if ("expected" in ttl) throw resolverOptionInvalid("cacheTtlMs", options.cacheTtlMs, ttl.expected);
+  const max = parse.integerAtLeast(0)(options.maxEntries ?? 10_000);
+  if ("expected" in max) throw resolverOptionInvalid("maxEntries", options.maxEntries, max.expected);
+  return { ttl: ttl.value, max: max.value };
 }
 
 export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverOptions = {}): IdentityResolver {
@@ -155,7 +126,7 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
   // with what may be a revoked credential.
   let generation = 0;
 
-  async function lookup(kind: Kind, key: Buffer): Promise<Found | undefined> {
+  async function lookup(kind: parse.CredentialKind, key: Buffer): Promise<Found | undefined> {
     if (kind === "apikey") {
       const { rows } = await pool.query<{ id: string }>(API_KEY_SQL, [key]);
       const row = rows[0];
@@ -203,7 +174,7 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
 
   const resolver: IdentityResolver = {
     async resolve(header) {
-      const parsed = parseAuthorization(header);
+      const parsed = parse.parseAuthorization(header);
       if (!parsed) return undefined;
       const key = digest(parsed.credential);
       const cacheKey = `${parsed.kind}:${key.toString("base64")}`;

@@ -1,5 +1,6 @@
 import type { LogLevel } from "./config.js";
 import { HubError, optionInvalid } from "./errors.js";
+import * as parse from "./parse.js";
 
 /** What `configureApp` receives in the object form. */
 export interface ConfigureAppArgs<App> {
@@ -69,40 +70,41 @@ export interface ServerOptions {
   handleSignals?: boolean;
 }
 
+/** What each option must be: the text of what was expected, or undefined when the value is fine. */
 const KNOWN: Record<keyof ServerOptions, (v: unknown) => string | undefined> = {
   plugins: (v) => (Array.isArray(v) && v.every((p) => typeof p === "object" && p !== null && typeof (p as { name?: unknown }).name === "string") ? undefined : "an array of Graphile plugins (objects with a name), e.g. [...defaultPlugins, MyPlugin]"),
-  extraPgSchemas: (v) => (Array.isArray(v) && v.every((s) => typeof s === "string" && /^[a-z_][a-z0-9_$]*$/i.test(s)) ? undefined : 'an array of Postgres schema names, e.g. ["app"]'),
+  extraPgSchemas: (v) => (Array.isArray(v) && v.every((s) => "value" in parse.pgSchemaName(s)) ? undefined : 'an array of Postgres schema names, e.g. ["app"]'),
   configureApp: (v) => (typeof v === "function" ? undefined : "a function receiving { app, superuserPool } (or the app)"),
-  userDatabaseMigrationsPath: (v) => (typeof v === "string" && v !== "" ? undefined : "a directory path"),
-  exportSchemaSDLPath: (v) => (typeof v === "string" && v !== "" ? undefined : "a file path"),
+  userDatabaseMigrationsPath: checkedBy(parse.filePath("a directory path")),
+  exportSchemaSDLPath: checkedBy(parse.filePath("a file path")),
   port: checkedWithTheEnvironment,
   host: checkedWithTheEnvironment,
   dataDir: checkedWithTheEnvironment,
   databaseUrl: checkedWithTheEnvironment,
   superuserDatabaseUrl: checkedWithTheEnvironment,
   logLevel: checkedWithTheEnvironment,
-  identityCacheTtlMs: (v) => (typeof v === "number" && Number.isFinite(v) && v >= 0 ? undefined : "a number of milliseconds >= 0"),
+  identityCacheTtlMs: checkedBy(parse.milliseconds),
   playground: checkedWithTheEnvironment,
-  maxQueryDepth: (v) => positiveInt(v),
-  maxQueryAliases: (v) => (Number.isInteger(v) && (v as number) >= 0 ? undefined : "an integer >= 0"),
-  maxQuerySelections: (v) => positiveInt(v),
+  maxQueryDepth: checkedBy(parse.integerAtLeast(1)),
+  maxQueryAliases: checkedBy(parse.integerAtLeast(0)),
+  maxQuerySelections: checkedBy(parse.integerAtLeast(1)),
   introspection: checkedWithTheEnvironment,
-  statementTimeoutMs: (v) => (Number.isInteger(v) && (v as number) >= 0 ? undefined : "an integer number of milliseconds >= 0"),
-  requestTimeoutMs: (v) => (Number.isInteger(v) && (v as number) >= 0 ? undefined : "an integer number of milliseconds >= 0"),
-  shutdownTimeoutMs: (v) => (Number.isInteger(v) && (v as number) >= 0 ? undefined : "an integer number of milliseconds >= 0"),
-  perIdentityConnections: (v) => positiveInt(v),
-  perIdentityQueue: (v) => (Number.isInteger(v) && (v as number) >= 0 ? undefined : "an integer >= 0"),
-  graphiql: (v) => (typeof v === "boolean" ? undefined : "true or false"),
-  handleSignals: (v) => (typeof v === "boolean" ? undefined : "true or false"),
+  statementTimeoutMs: checkedBy(parse.wholeMilliseconds),
+  requestTimeoutMs: checkedBy(parse.wholeMilliseconds),
+  shutdownTimeoutMs: checkedBy(parse.wholeMilliseconds),
+  perIdentityConnections: checkedBy(parse.integerAtLeast(1)),
+  perIdentityQueue: checkedBy(parse.integerAtLeast(0)),
+  graphiql: checkedBy(parse.boolean),
+  handleSignals: checkedBy(parse.boolean),
 };
+
+function checkedBy(parser: parse.Parser<unknown>): (v: unknown) => string | undefined {
+  return (v) => parse.expectedOf(parser(v));
+}
 
 /** Settings that override an environment variable: readConfig checks them with the variable's rule and message. */
 function checkedWithTheEnvironment(): undefined {
   return undefined;
-}
-
-function positiveInt(v: unknown): string | undefined {
-  return Number.isInteger(v) && (v as number) >= 1 ? undefined : "an integer >= 1";
 }
 
 export const KNOWN_OPTIONS = Object.keys(KNOWN) as (keyof ServerOptions)[];

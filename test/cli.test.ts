@@ -91,6 +91,7 @@ t.test("usage errors exit 2 with one line saying what was received and expected"
     { args: ["session", "create", "--uname", "a", "--json"], stderr: [/--json is not an option of "session create"; expected --uname, --casino, --experience or --help/] },
     // api-key list / revoke
     { args: ["api-key", "list", "all"], stderr: [/unexpected argument "all" after "api-key list"/] },
+    { args: ["api-key", "list", "--json=yes"], stderr: [/--json takes no value; received "--json=yes"/] },
     { args: ["api-key", "list", "--id", UUID], stderr: [/--id is not an option of "api-key list"; expected --json or --help/] },
     { args: ["api-key", "revoke"], stderr: [/"api-key revoke" needs --id UUID/, /hub api-key list/] },
     { args: ["api-key", "revoke", "--id", "42"], stderr: [/--id "42" is invalid: expected a UUID/] },

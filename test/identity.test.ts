@@ -4,7 +4,8 @@ import pg from "pg";
 import t from "tap";
 import { tmpDir } from "./helpers/tmp.js";
 // Internal units, not part of the package's public API: the compiled files.
-import { createIdentityResolver, MAX_CREDENTIAL_LENGTH } from "../dist/src/identity-resolver.js";
+import { createIdentityResolver } from "../dist/src/identity-resolver.js";
+import { MAX_CREDENTIAL_LENGTH } from "../dist/src/parse.js";
 import { createApiKey, createSession, digest, ensurePlayer, newToken } from "../dist/src/credentials.js";
 import { startEmbeddedPostgres } from "../dist/src/db/embedded.js";
 import { migrate } from "../dist/src/db/migrate.js";

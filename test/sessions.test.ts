@@ -109,6 +109,27 @@ t.test("operator mutations need an API key and say what is wrong", async (t) => 
   t.match(badKey.body.errors?.[0]?.message, /jwtPublicKey is not usable: expected a PEM public key/);
 });
 
+t.test("casino URLs follow the command line's rule: http(s), at most 2000 characters, no control characters", async (t) => {
+  const add = (input: Record<string, string>) =>
+    asOperator(`mutation($input: HubAddCasinoInput!) { hubAddCasino(input: $input) { casinoId } }`, { input: { name: `url-${randomUUID()}`, ...input } });
+  const refused: [Record<string, string>, RegExp][] = [
+    [{ baseUrl: "ftp://files.example" }, /^baseUrl must be an http:\/\/ or https:\/\/ URL such as https:\/\/casino\.example; received "ftp:\/\/files\.example"\.$/],
+    [{ baseUrl: "not a url" }, /^baseUrl must be an http:\/\/ or https:\/\/ URL/],
+    [{ baseUrl: `https://casino.example/${"a".repeat(2000)}` }, /^baseUrl must be an http:\/\/ or https:\/\/ URL/],
+    // The URL parser drops a newline silently: the stored text would not be the URL fetched.
+    [{ jwksUrl: "https://casino.example/\njwks.json" }, /^jwksUrl must be an http:\/\/ or https:\/\/ URL .*received "https:\/\/casino\.example\/\\njwks\.json"/],
+    [{ jwksUrl: "file:///etc/passwd" }, /^jwksUrl must be an http:\/\/ or https:\/\/ URL/],
+  ];
+  const before = await countRows("hub.casino");
+  for (const [input, message] of refused) {
+    const res = await add(input);
+    t.match(res.body.errors?.[0], { message, extensions: { code: "BAD_USER_INPUT" } }, JSON.stringify(input).slice(0, 80));
+  }
+  t.equal(await countRows("hub.casino"), before, "no casino was added");
+  const fine = await add({ baseUrl: "https://fine.example", jwksUrl: "http://127.0.0.1:1/jwks.json" });
+  t.same(fine.body.errors, undefined, "http and https URLs are taken");
+});
+
 t.test("operator money movements are ledgered; the ledger sums to every balance", async (t) => {
   const player = await makePlayer(hub.superuserDatabaseUrl, "lena");
   const casino = (await asOperator(`mutation { hubAddCasino(input: { name: "money" }) { casinoId } }`)).body.data as any;

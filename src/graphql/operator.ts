@@ -4,6 +4,8 @@ import type { PluginContext } from "../context.js";
 import { validatePublicKey } from "../casino-token.js";
 import { withPgPoolTransaction } from "../db/pools.js";
 import { classifyClientInputError } from "../mask-error.js";
+import { describeValue } from "../errors.js";
+import * as parse from "../parse.js";
 
 /**
  * Operator-only mutations (an `apikey:` identity): set up casinos, currencies
@@ -19,23 +21,19 @@ function requireOperator(context: PluginContext): string {
   return `api_key:${context.identity.apiKeyId}`;
 }
 
-/** The largest whole number a float8 (and a JavaScript number) holds exactly. */
-const MAX_AMOUNT = Number.MAX_SAFE_INTEGER;
-
 /**
- * Amounts are whole base units of the currency (display_unit_scale says how
- * many make one display unit): a fraction, 5e-324 or 1e300 would move nothing
- * or more than anyone can count. The ledger functions refuse them too; this
- * says so before any SQL, with a code clients can test.
+ * The ledger functions refuse an amount that is not whole base units too;
+ * this says so before any SQL, with a code clients can test.
  */
 function wholeAmount(amount: number): number {
-  if (!Number.isSafeInteger(amount) || amount < 1) {
+  const parsed = parse.amount(amount);
+  if ("expected" in parsed) {
     throw new GraphQLError(
-      `amount must be a whole number of base units from 1 to ${MAX_AMOUNT}; received ${amount}. Amounts are whole base units of the currency (display_unit_scale base units make one display unit).`,
+      `amount must be ${parsed.expected}; received ${amount}. Amounts are whole base units of the currency (display_unit_scale base units make one display unit).`,
       { extensions: { code: "INVALID_AMOUNT" } },
     );
   }
-  return amount;
+  return parsed.value;
 }
 
 /**
@@ -63,6 +61,7 @@ async function guarded<T>(fn: () => Promise<T>): Promise<T> {
 }
 
 interface CasinoAuthInput {
+  baseUrl?: string | null;
   jwtPublicKey?: string | null;
   jwksUrl?: string | null;
   jwtIssuer?: string | null;
@@ -77,15 +76,12 @@ async function checkAuthInput(input: CasinoAuthInput): Promise<void> {
       throw new GraphQLError(`jwtPublicKey is not usable: ${(error as Error).message}.`, { extensions: { code: "BAD_USER_INPUT" } });
     }
   }
-  if (input.jwksUrl) {
-    let url: URL | undefined;
-    try {
-      url = new URL(input.jwksUrl);
-    } catch {
-      /* reported below */
-    }
-    if (!url || (url.protocol !== "https:" && url.protocol !== "http:")) {
-      throw new GraphQLError(`jwksUrl must be an http(s) URL; received ${JSON.stringify(input.jwksUrl)}.`, { extensions: { code: "BAD_USER_INPUT" } });
+  for (const field of ["baseUrl", "jwksUrl"] as const) {
+    const value = input[field];
+    if (value === undefined || value === null) continue;
+    const parsed = parse.httpUrl(value);
+    if ("expected" in parsed) {
+      throw new GraphQLError(`${field} must be ${parsed.expected}; received ${describeValue(value)}.`, { extensions: { code: "BAD_USER_INPUT" } });
     }
   }
 }

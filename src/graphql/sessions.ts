@@ -5,6 +5,7 @@ import { randomBytes } from "node:crypto";
 import type pg from "pg";
 import { createSession, digest, ensureExperience, ensureUserAndExperience, PLAYGROUND_CASINO, DEFAULT_EXPERIENCE, USER_COLUMNS } from "../credentials.js";
 import { describeValue } from "../errors.js";
+import * as parse from "../parse.js";
 import { forgetSessionLocally } from "../identity-resolver.js";
 import { CasinoTokenError, verifyCasinoToken } from "../casino-token.js";
 import { withPgPoolTransaction } from "../db/pools.js";
@@ -14,8 +15,6 @@ import type { DbCasino, DbExperience, DbUser } from "../db/types.js";
 export const PLAYGROUND_STARTING_BALANCE = 1000;
 /** What a new playground house bankroll holds, so wins can be paid. */
 export const PLAYGROUND_BANKROLL = 1_000_000;
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function sessionPayload(token: string, user: DbUser, experience: DbExperience) {
   return {
@@ -132,12 +131,12 @@ const badInput = (message: string) => new GraphQLError(message, { extensions: { 
 
 /** The UUID as lower-case hex with hyphens, whatever form the UUID scalar accepted. */
 function canonicalUuid(field: string, value: string): string {
-  const hex = value.replace(/-/g, "").toLowerCase();
-  if (!/^[0-9a-f]{32}$/.test(hex)) throw badInput(`${field} must be a UUID; received ${describeValue(value)}.`);
-  if (/^(0{32}|f{32})$/.test(hex)) {
-    throw badInput(`${field} must be a random UUID the client generated and keeps (e.g. crypto.randomUUID()); received the ${hex[0] === "0" ? "nil" : "max"} UUID, which anyone can guess.`);
+  const parsed = parse.uuid(value, { hyphensOptional: true });
+  if ("expected" in parsed) throw badInput(`${field} must be a UUID; received ${describeValue(value)}.`);
+  if (/^(0{8}-0{4}-0{4}-0{4}-0{12}|f{8}-f{4}-f{4}-f{4}-f{12})$/.test(parsed.value)) {
+    throw badInput(`${field} must be a random UUID the client generated and keeps (e.g. crypto.randomUUID()); received the ${parsed.value[0] === "0" ? "nil" : "max"} UUID, which anyone can guess.`);
   }
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  return parsed.value;
 }
 
 type Form = { kind: "client"; userClientId: string; experienceClientId: string | undefined } | { kind: "uname"; uname: string };
@@ -298,7 +297,3 @@ export const HubPlaygroundPlugin = extendSchema(
   }),
   "HubPlaygroundPlugin",
 );
-
-export function isUuid(value: string): boolean {
-  return UUID.test(value);
-}
