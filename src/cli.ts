@@ -377,8 +377,8 @@ function cliLogger(level: LogLevel): Logger {
 }
 
 function errorLine(error: unknown): string {
-  if (error instanceof HubError) return `hub: ${oneLine(error.message)} [${error.code}]`;
   if (error instanceof CliFailure) return `hub: ${oneLine(error.message)}`;
+  if (error instanceof HubError) return `hub: ${oneLine(error.message)} [${error.code}]`;
   const e = error as { message?: string; code?: string } | undefined;
   const sqlstate = typeof e?.code === "string" && /^[0-9A-Z]{5}$/.test(e.code) ? ` [SQLSTATE ${e.code}]` : "";
   return `hub: ${oneLine(e?.message ?? String(error))}${sqlstate}`;
@@ -396,8 +396,12 @@ async function connect(url: string, log: Logger): Promise<pg.Pool> {
   return pool;
 }
 
-/** A failure at run time that the message fully explains (exit 1, no SQLSTATE). */
-class CliFailure extends Error {}
+/** A failure at run time that the message fully explains (exit 1; printed without its code or a SQLSTATE). */
+class CliFailure extends HubError {
+  constructor(message: string) {
+    super("HUB_CLI_FAILED", message);
+  }
+}
 
 type Runnable = Exclude<Command, { name: "help" | "none" }>;
 
