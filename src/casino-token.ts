@@ -25,10 +25,13 @@ export interface CasinoAuth {
 }
 
 /** The catalogue's codes of a refused casino token (src/errors.ts). */
-export type TokenErrorCode = Extract<
-  ErrorCode,
-  "UNKNOWN_CASINO" | "CASINO_NOT_CONFIGURED" | "USER_TOKEN_EXPIRED" | "USER_TOKEN_BAD_SIGNATURE" | "USER_TOKEN_CLAIM" | "USER_TOKEN_MALFORMED"
->;
+export type TokenErrorCode =
+  | typeof ErrorCode.UNKNOWN_CASINO
+  | typeof ErrorCode.CASINO_NOT_CONFIGURED
+  | typeof ErrorCode.USER_TOKEN_EXPIRED
+  | typeof ErrorCode.USER_TOKEN_BAD_SIGNATURE
+  | typeof ErrorCode.USER_TOKEN_CLAIM
+  | typeof ErrorCode.USER_TOKEN_MALFORMED;
 
 /**
  * A refused token, kept apart from GraphQL so the verification can be used

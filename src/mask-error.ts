@@ -22,7 +22,11 @@ import type { Logger } from "./logger.js";
 import { ErrorCode } from "./errors.js";
 
 /** Codes of client errors raised from database refusals (README: "Errors caused by the client's input"). */
-export type ClientInputCode = Extract<ErrorCode, "BAD_USER_INPUT" | "CONSTRAINT_VIOLATION" | "INSUFFICIENT_FUNDS" | "INVALID_AMOUNT">;
+export type ClientInputCode =
+  | typeof ErrorCode.BAD_USER_INPUT
+  | typeof ErrorCode.CONSTRAINT_VIOLATION
+  | typeof ErrorCode.INSUFFICIENT_FUNDS
+  | typeof ErrorCode.INVALID_AMOUNT;
 
 export interface ClientInputError {
   code: ClientInputCode;
