@@ -3,6 +3,7 @@ import type { Identity } from "../src/identity.js";
 import type { IdentityResolver } from "../src/identity-resolver.js";
 import type { ApiKeyUsage } from "../src/api-key-usage.js";
 import { isPoolSaturated } from "../src/db/pools.js";
+import { ErrorCode } from "../src/errors.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -44,7 +45,7 @@ export function addAuthHook(fastify: FastifyInstance, resolver: IdentityResolver
           request.log.warn({ err: error }, "identity lookup waited too long for a database connection");
           void reply.code(503).header("retry-after", "1").send({
             statusCode: 503,
-            code: "SERVER_BUSY",
+            code: ErrorCode.SERVER_BUSY,
             error: "Service Unavailable",
             message: "The credential could not be checked because the server is busy; retry shortly.",
           });
@@ -53,7 +54,7 @@ export function addAuthHook(fastify: FastifyInstance, resolver: IdentityResolver
         request.log.error({ err: error }, "identity lookup failed");
         void reply.code(503).header("retry-after", "1").send({
           statusCode: 503,
-          code: "DATABASE_UNAVAILABLE",
+          code: ErrorCode.DATABASE_UNAVAILABLE,
           error: "Service Unavailable",
           message: "The credential could not be checked because the database is unavailable; retry shortly.",
         });

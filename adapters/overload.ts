@@ -1,6 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import type { IdentityPoolLimiter } from "../src/db/identity-limit.js";
 import { countResponse } from "../src/stats.js";
+import { ErrorCode } from "../src/errors.js";
 
 /**
  * One player (or API key) has at most perIdentityConnections +
@@ -35,8 +36,8 @@ export function addOverloadHook(fastify: FastifyInstance, limiter: IdentityPoolL
     const graphql = request.url.split("?")[0] === "/graphql";
     const body = JSON.stringify(
       graphql
-        ? { errors: [{ message: admitted, extensions: { code: "TOO_MANY_REQUESTS" } }] }
-        : { statusCode: 429, code: "TOO_MANY_REQUESTS", error: "Too Many Requests", message: admitted },
+        ? { errors: [{ message: admitted, extensions: { code: ErrorCode.TOO_MANY_REQUESTS } }] }
+        : { statusCode: 429, code: ErrorCode.TOO_MANY_REQUESTS, error: "Too Many Requests", message: admitted },
     );
     reply.hijack();
     reply.raw.writeHead(429, {

@@ -9,7 +9,7 @@
  */
 import { randomInt } from "node:crypto";
 import { extendSchema, gql } from "@hubpkg/hub/graphile";
-import { GraphQLError } from "@hubpkg/hub/graphql";
+import { clientError, ErrorCode } from "@hubpkg/hub/graphql";
 import { access, context, sideEffect } from "@hubpkg/hub/grafast";
 import { dbLockPlayerBalanceAndHouseBankroll, withPgPoolTransaction } from "@hubpkg/hub/db";
 
@@ -44,8 +44,8 @@ interface MakeCoinflipBetResult {
   balance: number;
 }
 
-function badInput(message: string, code = "BAD_USER_INPUT"): GraphQLError {
-  return new GraphQLError(`makeCoinflipBet: ${message}`, { extensions: { code } });
+function badInput(message: string, code: ErrorCode = ErrorCode.BAD_USER_INPUT) {
+  return clientError(code, `makeCoinflipBet: ${message}`);
 }
 
 /** A wager that is not a whole number of base units a win can pay for. */
@@ -54,11 +54,11 @@ function checkWager(wager: number): void {
   if (!Number.isSafeInteger(wager) || wager < 1) {
     throw badInput(
       `the wager must be a whole number of base units from ${MIN_WAGER} to ${MAX_AMOUNT}; received ${wager}. Amounts are whole base units of the currency (display_unit_scale base units make one display unit).`,
-      "INVALID_AMOUNT",
+      ErrorCode.INVALID_AMOUNT,
     );
   }
   if (winPayout(wager) < 1) {
-    throw badInput(`a wager of ${wager} would pay nothing on a win (a win pays floor(wager × 0.99)); the smallest wager is ${MIN_WAGER}.`, "INVALID_AMOUNT");
+    throw badInput(`a wager of ${wager} would pay nothing on a win (a win pays floor(wager × 0.99)); the smallest wager is ${MIN_WAGER}.`, ErrorCode.INVALID_AMOUNT);
   }
 }
 
@@ -102,7 +102,8 @@ export const CoinflipBetPlugin = extendSchema((build) => {
             const $identity = context().get("identity");
             const $pool = context().get("superuserPool");
             return sideEffect([$input, $identity, $pool], async ([rawInput, identity, pool]): Promise<MakeCoinflipBetResult> => {
-              if (identity?.kind !== "user") throw new GraphQLError("Unauthorized", { extensions: { code: "UNAUTHENTICATED" } });
+              // A player's game: no credential is UNAUTHENTICATED, an operator's key FORBIDDEN.
+              if (identity?.kind !== "user") throw clientError(identity ? ErrorCode.FORBIDDEN : ErrorCode.UNAUTHENTICATED, "Unauthorized");
               const { wager, currency, side } = rawInput as MakeCoinflipBetInput;
               checkWager(wager);
               const { user_id: userId, casino_id: casinoId, experience_id: experienceId } = identity.session;
@@ -128,7 +129,7 @@ export const CoinflipBetPlugin = extendSchema((build) => {
                   throw badInput(`the house bankroll cannot cover a win of ${potentialWin} ${currency}; try a smaller wager.`);
                 }
                 if (dbPlayerBalance.amount + potentialWin > MAX_AMOUNT) {
-                  throw badInput(`a win of ${potentialWin} ${currency} would take the balance past ${MAX_AMOUNT} base units.`, "INVALID_AMOUNT");
+                  throw badInput(`a win of ${potentialWin} ${currency} would take the balance past ${MAX_AMOUNT} base units.`, ErrorCode.INVALID_AMOUNT);
                 }
 
                 // randomInt draws from the OS's cryptographic generator, without

@@ -10,7 +10,7 @@
  */
 import { randomInt } from "node:crypto";
 import { makeExtendSchemaPlugin, gql } from "@hubpkg/hub/graphile";
-import { GraphQLError } from "@hubpkg/hub/graphql";
+import { clientError, ErrorCode } from "@hubpkg/hub/graphql";
 import { withPgPoolTransaction } from "@hubpkg/hub/db";
 import type { PluginContext } from "@hubpkg/hub";
 
@@ -32,10 +32,10 @@ function validateWager(wager: number): void {
   // GraphQL's Float refuses NaN and Infinity in variables, but a literal such as
   // 1e999 in the query text is parsed to Infinity and reaches us as a number.
   if (!Number.isFinite(wager)) {
-    throw new GraphQLError(`makeCoinflip: the wager must be a finite number, received ${wager}.`, { extensions: { code: "BAD_USER_INPUT" } });
+    throw clientError(ErrorCode.BAD_USER_INPUT, `makeCoinflip: the wager must be a finite number, received ${wager}.`);
   }
   if (wager < MIN_WAGER) {
-    throw new GraphQLError(`makeCoinflip: the wager must be at least ${MIN_WAGER}, received ${wager}.`, { extensions: { code: "BAD_USER_INPUT" } });
+    throw clientError(ErrorCode.BAD_USER_INPUT, `makeCoinflip: the wager must be at least ${MIN_WAGER}, received ${wager}.`);
   }
 }
 
@@ -88,9 +88,7 @@ export const CoinflipResolverPlugin = makeExtendSchemaPlugin(
             });
           } catch (error) {
             if (isUnknownCurrency(error)) {
-              throw new GraphQLError(`makeCoinflip: unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`, {
-                extensions: { code: "BAD_USER_INPUT" },
-              });
+              throw clientError(ErrorCode.BAD_USER_INPUT, `makeCoinflip: unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`);
             }
             throw error;
           }

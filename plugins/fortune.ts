@@ -4,7 +4,7 @@
  * from the generated API by `@behavior -*`) through superuserPool.
  */
 import { makeExtendSchemaPlugin, gql } from "@hubpkg/hub/graphile";
-import { GraphQLError } from "@hubpkg/hub/graphql";
+import { clientError, ErrorCode } from "@hubpkg/hub/graphql";
 import type { PluginContext } from "@hubpkg/hub";
 
 /** The same limit as the table's check constraint (plugins/migrations/001-fortune.sql). */
@@ -30,9 +30,9 @@ function validateFortuneText(text: string): void {
   // Postgres's length() counts characters, not UTF-16 units: count code points too.
   const length = [...text].length;
   if (length === 0 || length > MAX_FORTUNE_LENGTH || text.trim() === "" || text.includes("\u0000")) {
-    throw new GraphQLError(
+    throw clientError(
+      ErrorCode.BAD_USER_INPUT,
       `addFortune: text must be 1 to ${MAX_FORTUNE_LENGTH} characters, not only whitespace and without NUL characters; received ${describeText(text, length)}.`,
-      { extensions: { code: "BAD_USER_INPUT" } },
     );
   }
 }

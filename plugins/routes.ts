@@ -1,4 +1,4 @@
-import { serverStats, type ConfigureAppArgs } from "@hubpkg/hub";
+import { ErrorCode, serverStats, type ConfigureAppArgs } from "@hubpkg/hub";
 import type { Express, HubRequest, Response } from "@hubpkg/hub/express";
 
 /**
@@ -103,13 +103,13 @@ function parseBetsQuery(params: Record<string, unknown>): BetsQuery {
   const unknown = Object.keys(params).filter((name) => name !== "limit" && name !== "before");
   if (unknown.length > 0) {
     return {
-      code: "UNKNOWN_PARAMETER",
+      code: ErrorCode.UNKNOWN_PARAMETER,
       error: `Unknown query parameter ${unknown.map((n) => JSON.stringify(n)).join(", ")}; GET /bets accepts limit and before.`,
     };
   }
   for (const name of ["limit", "before"] as const) {
     if (params[name] !== undefined && typeof params[name] !== "string") {
-      return { code: name === "limit" ? "INVALID_LIMIT" : "INVALID_CURSOR", error: `${name} must be given once, as a plain value; received ${JSON.stringify(params[name])}.` };
+      return { code: name === "limit" ? ErrorCode.INVALID_LIMIT : ErrorCode.INVALID_CURSOR, error: `${name} must be given once, as a plain value; received ${JSON.stringify(params[name])}.` };
     }
   }
   const rawLimit = params.limit as string | undefined;
@@ -117,13 +117,13 @@ function parseBetsQuery(params: Record<string, unknown>): BetsQuery {
   if (rawLimit !== undefined) {
     limit = /^[0-9]{1,7}$/.test(rawLimit) ? Number(rawLimit) : Number.NaN;
     if (!(limit >= 1 && limit <= MAX_BETS_LIMIT)) {
-      return { code: "INVALID_LIMIT", error: `limit must be a whole number from 1 to ${MAX_BETS_LIMIT}; received ${JSON.stringify(rawLimit.slice(0, 100))}.` };
+      return { code: ErrorCode.INVALID_LIMIT, error: `limit must be a whole number from 1 to ${MAX_BETS_LIMIT}; received ${JSON.stringify(rawLimit.slice(0, 100))}.` };
     }
   }
   const before = params.before as string | undefined;
   if (before !== undefined && !UUID.test(before)) {
     return {
-      code: "INVALID_CURSOR",
+      code: ErrorCode.INVALID_CURSOR,
       error: `before must be the id of a bet (a UUID such as the last id of the previous page); received ${JSON.stringify(before.slice(0, 100))}.`,
     };
   }

@@ -4,6 +4,7 @@ import type { JWTPayload, JWTVerifyGetKey, CryptoKey } from "jose";
 // importing it costs ~60 ms of start-up.
 const loadJose = () => import("jose");
 import type pg from "pg";
+import { ErrorCode } from "./errors.js";
 
 /**
  * Casino token exchange: a casino signs a short-lived JWT for its player with
@@ -23,14 +24,19 @@ export interface CasinoAuth {
   audience: string | null;
 }
 
+/** The catalogue's codes of a refused casino token (src/errors.ts). */
 export type TokenErrorCode =
-  | "UNKNOWN_CASINO"
-  | "CASINO_NOT_CONFIGURED"
-  | "USER_TOKEN_EXPIRED"
-  | "USER_TOKEN_BAD_SIGNATURE"
-  | "USER_TOKEN_CLAIM"
-  | "USER_TOKEN_MALFORMED";
+  | typeof ErrorCode.UNKNOWN_CASINO
+  | typeof ErrorCode.CASINO_NOT_CONFIGURED
+  | typeof ErrorCode.USER_TOKEN_EXPIRED
+  | typeof ErrorCode.USER_TOKEN_BAD_SIGNATURE
+  | typeof ErrorCode.USER_TOKEN_CLAIM
+  | typeof ErrorCode.USER_TOKEN_MALFORMED;
 
+/**
+ * A refused token, kept apart from GraphQL so the verification can be used
+ * (and tested) on its own; hubAuthenticate sends it on with its code.
+ */
 export class CasinoTokenError extends Error {
   constructor(
     readonly code: TokenErrorCode,
@@ -115,9 +121,9 @@ export async function verifyCasinoToken(pool: Pick<pg.Pool, "query">, casinoId: 
     [casinoId],
   );
   const auth = rows[0];
-  if (!auth) throw new CasinoTokenError("UNKNOWN_CASINO", `No casino has the id ${casinoId}.`);
+  if (!auth) throw new CasinoTokenError(ErrorCode.UNKNOWN_CASINO, `No casino has the id ${casinoId}.`);
   if (!auth.public_key && !auth.jwks_url) {
-    throw new CasinoTokenError("CASINO_NOT_CONFIGURED", `Casino ${casinoId} has no public key or JWKS URL registered, so its tokens cannot be verified.`);
+    throw new CasinoTokenError(ErrorCode.CASINO_NOT_CONFIGURED, `Casino ${casinoId} has no public key or JWKS URL registered, so its tokens cannot be verified.`);
   }
   const { errors, jwtVerify } = await loadJose();
   let payload: JWTPayload;
@@ -130,25 +136,25 @@ export async function verifyCasinoToken(pool: Pick<pg.Pool, "query">, casinoId: 
     }));
   } catch (error) {
     if (error instanceof errors.JWTExpired) {
-      throw new CasinoTokenError("USER_TOKEN_EXPIRED", `The user token has expired (exp ${String(error.payload.exp)}, now ${Math.floor(Date.now() / 1000)}).`);
+      throw new CasinoTokenError(ErrorCode.USER_TOKEN_EXPIRED, `The user token has expired (exp ${String(error.payload.exp)}, now ${Math.floor(Date.now() / 1000)}).`);
     }
     if (error instanceof errors.JWSSignatureVerificationFailed || error instanceof errors.JWKSNoMatchingKey) {
-      throw new CasinoTokenError("USER_TOKEN_BAD_SIGNATURE", "The user token was not signed by the key registered for this casino.");
+      throw new CasinoTokenError(ErrorCode.USER_TOKEN_BAD_SIGNATURE, "The user token was not signed by the key registered for this casino.");
     }
     if (error instanceof errors.JWTClaimValidationFailed) {
-      throw new CasinoTokenError("USER_TOKEN_CLAIM", `The user token's "${error.claim}" claim is not acceptable: ${error.message}.`);
+      throw new CasinoTokenError(ErrorCode.USER_TOKEN_CLAIM, `The user token's "${error.claim}" claim is not acceptable: ${error.message}.`);
     }
     if (error instanceof errors.JOSEAlgNotAllowed) {
-      throw new CasinoTokenError("USER_TOKEN_MALFORMED", `The user token's algorithm is not accepted; expected one of ${ALLOWED_ALGORITHMS.join(", ")}.`);
+      throw new CasinoTokenError(ErrorCode.USER_TOKEN_MALFORMED, `The user token's algorithm is not accepted; expected one of ${ALLOWED_ALGORITHMS.join(", ")}.`);
     }
     const reason = error instanceof Error ? error.message : String(error);
-    throw new CasinoTokenError("USER_TOKEN_MALFORMED", `The user token is not a valid signed JWT (${reason}).`);
+    throw new CasinoTokenError(ErrorCode.USER_TOKEN_MALFORMED, `The user token is not a valid signed JWT (${reason}).`);
   }
   const uname = claimString(payload, ["uname", "username", "sub"]);
   if (!uname || uname.length > 200) {
-    throw new CasinoTokenError("USER_TOKEN_CLAIM", 'The user token names no player: expected a "uname" (or "username" or "sub") claim of 1 to 200 characters.');
+    throw new CasinoTokenError(ErrorCode.USER_TOKEN_CLAIM, 'The user token names no player: expected a "uname" (or "username" or "sub") claim of 1 to 200 characters.');
   }
   const experienceName = claimString(payload, ["experience"]) ?? "default";
-  if (experienceName.length > 200) throw new CasinoTokenError("USER_TOKEN_CLAIM", 'The "experience" claim is longer than 200 characters.');
+  if (experienceName.length > 200) throw new CasinoTokenError(ErrorCode.USER_TOKEN_CLAIM, 'The "experience" claim is longer than 200 characters.');
   return { uname, experienceName };
 }

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import type pg from "pg";
 import type { DbCasino, DbExperience, DbUser } from "./db/types.js";
+import { argumentOutOfRange, invalidArgument } from "./errors.js";
 
 /**
  * Credentials (session tokens, API keys) are opaque random strings shown once.
@@ -53,7 +54,7 @@ export interface CreateSessionInput {
 export async function createSession(pool: Queryable, input: CreateSessionInput): Promise<{ token: string; sessionId: string; expiredAt: Date }> {
   const { expiresInSeconds } = input;
   if (expiresInSeconds !== undefined && (typeof expiresInSeconds !== "number" || !Number.isFinite(expiresInSeconds) || expiresInSeconds <= 0)) {
-    throw new RangeError(`createSession: expiresInSeconds must be a positive number of seconds, received ${String(expiresInSeconds)}`);
+    throw argumentOutOfRange(`createSession: expiresInSeconds must be a positive number of seconds, received ${String(expiresInSeconds)}`);
   }
   const token = newToken();
   const { rows } = await pool.query<{ id: string; expired_at: Date }>(
@@ -69,7 +70,7 @@ export async function createSession(pool: Queryable, input: CreateSessionInput):
   );
   const row = rows[0];
   if (!row) {
-    throw new Error(
+    throw invalidArgument(
       `createSession: no user ${input.userId} with experience ${input.experienceId} in casino ${input.casinoId}; ` +
         "the user and the experience must exist and both belong to that casino",
     );

@@ -1,20 +1,84 @@
 /**
- * Every error the hub raises on its own, in one place. Each has a stable code
- * (for logs, alerts and tests) and a message that says what was received and
- * what was expected, so an operator can act on it without reading the source.
+ * Every error code of the hub, in one place, each with what it means.
+ *
+ * Two vocabularies, kept apart because they reach different people:
+ * - `ErrorCode`: what a client receives, as a GraphQL error's
+ *   `extensions.code` or as the `code` of an HTTP error body. Clients test
+ *   these, so they never change meaning.
+ * - `HubErrorCode`: what the process itself reports (start-up, options,
+ *   migrations, the command-line tool, the test kit) on a `HubError`, for the
+ *   operator's logs, alerts and tests.
+ *
+ * Messages say what was received and what was expected, so a reader can act
+ * on an error without reading the source. This module is loaded before
+ * Postgres is spawned, so it imports nothing: the GraphQL constructor built on
+ * these codes, `clientError`, lives in client-error.ts.
  */
-export type HubErrorCode =
-  | "HUB_CONFIG_INVALID"
-  | "HUB_OPTION_UNKNOWN"
-  | "HUB_OPTION_INVALID"
-  | "HUB_DB_ROLE"
-  | "HUB_DB_CONNECT"
-  | "HUB_EMBEDDED_PG"
-  | "HUB_MIGRATION_FAILED"
-  | "HUB_MIGRATION_CHANGED"
-  | "HUB_MIGRATION_NAME"
-  | "HUB_NOT_STARTED"
-  | "HUB_CLI_USAGE";
+
+/** The codes clients receive, with what each means. */
+export const ErrorCodes = {
+  // Who is calling
+  UNAUTHENTICATED: "The operation needs an identity and the request carries none (no, unknown, expired or revoked credential).",
+  FORBIDDEN: "The request's identity is of the wrong kind for the operation (a player calling an operator mutation, an operator playing a game).",
+  // The document
+  GRAPHQL_PARSE_FAILED: "The document is not valid GraphQL syntax.",
+  GRAPHQL_VALIDATION_FAILED: "The document does not fit the schema (unknown field, wrong literal, missing argument, introspection off).",
+  OPERATION_RESOLUTION_FAILURE: "No operation of the requested operationName is in the document.",
+  OPERATION_TYPE_NOT_SUPPORTED: "The operation's root type is not in the schema (such as a subscription).",
+  QUERY_TOO_LARGE: "The document has more field selections, or lexical tokens, than the server accepts.",
+  QUERY_TOO_DEEP: "Selections are nested deeper than the server accepts.",
+  TOO_MANY_ALIASES: "The document has more aliases than the server accepts.",
+  QUERY_TOO_COMPLEX: "graphql gave up comparing overlapping fields of the document.",
+  // The input
+  BAD_USER_INPUT: "A value the client sent does not fit: a variable's type, a malformed value the database refused, a NUL character, a negative page size, a bad cursor.",
+  INVALID_AMOUNT: "An amount is not a whole number of base units from 1 to 2^53 − 1 (or the smallest the operation accepts).",
+  CONSTRAINT_VIOLATION: "The database refused the change as an integrity violation (unique, foreign key, check, not null, exclusion).",
+  INSUFFICIENT_FUNDS: "A debit beyond the balance or the house bankroll.",
+  UNAME_TAKEN: "hubCreatePlaygroundSession: a player of that name already exists in the playground casino.",
+  // Casino token exchange (hubAuthenticate)
+  UNKNOWN_CASINO: "No casino has the given id.",
+  CASINO_NOT_CONFIGURED: "The casino has no public key or JWKS URL registered, so its tokens cannot be verified.",
+  USER_TOKEN_EXPIRED: "The casino's user token has expired.",
+  USER_TOKEN_BAD_SIGNATURE: "The user token was not signed by the key registered for the casino.",
+  USER_TOKEN_CLAIM: "A claim of the user token is missing or not acceptable (player name, experience, issuer, audience).",
+  USER_TOKEN_MALFORMED: "The user token is not a signed JWT the hub accepts (syntax, or an algorithm outside RS*, PS*, ES*, EdDSA).",
+  // Load and faults
+  TOO_MANY_REQUESTS: "This player or API key already has its share of requests or superuser connections in use: slow down (HTTP 429 when refused on arrival or in an Express route).",
+  SERVER_BUSY: "Every connection of a hub pool stayed in use for 10 s: Postgres is up, the server is saturated; retry.",
+  DATABASE_UNAVAILABLE: "Postgres cannot be reached or lost the connection; retry shortly.",
+  STATEMENT_TIMEOUT: "A query ran past the statement timeout and was cancelled.",
+  INTERNAL_SERVER_ERROR: "A fault of the server; the message holds a reference logged with the details.",
+  // The reference routes (GET /bets)
+  INVALID_LIMIT: "GET /bets: ?limit= is not a whole number from 1 to 1000, or is given more than once.",
+  INVALID_CURSOR: "GET /bets: ?before= is not the id of a bet, or is given more than once.",
+  UNKNOWN_PARAMETER: "GET /bets: a query parameter other than limit and before.",
+} as const;
+
+export type ErrorCode = keyof typeof ErrorCodes;
+
+/** The codes as constants (`ErrorCode.UNAUTHENTICATED === "UNAUTHENTICATED"`), for clients and plugins to compare and throw. */
+export const ErrorCode = Object.freeze(
+  Object.fromEntries(Object.keys(ErrorCodes).map((code) => [code, code])) as { readonly [C in ErrorCode]: C },
+);
+
+/** The codes of HubError, with what each means. */
+export const HubErrorCodes = {
+  HUB_CONFIG_INVALID: "An environment variable (or HUB_CONFIG's module) is malformed; the message names it, what it received and what it expects.",
+  HUB_OPTION_UNKNOWN: "startAndListen (or startTestServer) received an option it does not know; the message lists the known ones.",
+  HUB_OPTION_INVALID: "An option of startAndListen (or startTestServer) has a value it does not accept.",
+  HUB_INVALID_ARGUMENT: "A function of the hub's API (a test kit helper, createSession) was called with an argument it does not accept, or one naming a row that does not exist.",
+  HUB_DB_ROLE: "The GraphQL connection's user cannot switch to app_postgraphile and the hub could not grant it; the message prints the GRANT to run.",
+  HUB_DB_CONNECT: "A database connection failed or was lost during start-up.",
+  HUB_EMBEDDED_PG: "The embedded Postgres could not be initialised, started or shared.",
+  HUB_MIGRATION_FAILED: "A migration failed (or is not valid UTF-8); nothing of it was applied.",
+  HUB_MIGRATION_CHANGED: "A migration already applied has changed since.",
+  HUB_MIGRATION_NAME: "The migrations folder cannot be read, a file name has no numeric prefix, or two files share a number.",
+  HUB_NOT_STARTED: "The superuserPool exported by @hubpkg/hub/db was used before the server started.",
+  HUB_CLI_USAGE: "The command line does not fit the tool's grammar (exit status 2).",
+  HUB_CLI_FAILED: "A command of the tool failed for a reason its message fully explains: no such key, casino or player, a duplicate name (exit status 1).",
+} as const;
+
+export type HubErrorCode = keyof typeof HubErrorCodes;
 
 export class HubError extends Error {
   readonly code: HubErrorCode;
@@ -48,3 +112,13 @@ export const optionInvalid = (option: string, received: unknown, expected: strin
     "HUB_OPTION_INVALID",
     `Server option "${option}" is invalid: received ${describeValue(received)}, expected ${expected}.`,
   );
+
+/** A call of the hub's API whose arguments do not fit (a test kit helper naming a row that does not exist). */
+export const invalidArgument = (message: string): HubError => new HubError("HUB_INVALID_ARGUMENT", message);
+
+/**
+ * A number outside the range an API function accepts: still a RangeError, as
+ * such checks throw in JavaScript, with the catalogue's code.
+ */
+export const argumentOutOfRange = (message: string): RangeError & { readonly code: "HUB_INVALID_ARGUMENT" } =>
+  Object.assign(new RangeError(message), { code: "HUB_INVALID_ARGUMENT" as const });

@@ -6,5 +6,5 @@ export { BetInterfacePlugin } from "./bet-interface.js";
 export type { ServerOptions, ConfigureApp, ConfigureAppArgs, ConfigureAppArgument } from "./options.js";
 export type { PluginContext } from "./context.js";
 export type { Identity, UserIdentity, OperatorIdentity } from "./identity.js";
-export { HubError, type HubErrorCode } from "./errors.js";
+export { ErrorCode, ErrorCodes, HubError, HubErrorCodes, type HubErrorCode } from "./errors.js";
 export { serverStats, type ServerStats } from "./stats.js";

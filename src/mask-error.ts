@@ -19,9 +19,14 @@
 import { GraphQLError, Kind, type ASTNode, type ASTVisitor, type ObjectFieldNode, type ValidationContext, type ValidationRule } from "graphql";
 import { isPromiseLike, isSafeError, lambda, SafeError, type FieldArg } from "grafast";
 import type { Logger } from "./logger.js";
+import { ErrorCode } from "./errors.js";
 
 /** Codes of client errors raised from database refusals (README: "Errors caused by the client's input"). */
-export type ClientInputCode = "BAD_USER_INPUT" | "CONSTRAINT_VIOLATION" | "INSUFFICIENT_FUNDS" | "INVALID_AMOUNT";
+export type ClientInputCode =
+  | typeof ErrorCode.BAD_USER_INPUT
+  | typeof ErrorCode.CONSTRAINT_VIOLATION
+  | typeof ErrorCode.INSUFFICIENT_FUNDS
+  | typeof ErrorCode.INVALID_AMOUNT;
 
 export interface ClientInputError {
   code: ClientInputCode;
@@ -76,8 +81,8 @@ export function classifyClientInputError(error: unknown): ClientInputError | und
   const table = str(e.table);
   const column = str(e.column);
   const of = (name: string | undefined, prefix: string) => (name ? `${prefix}${name}` : "");
-  const bad = (message: string): ClientInputError => ({ code: "BAD_USER_INPUT", message, sqlstate });
-  const violated = (message: string): ClientInputError => ({ code: "CONSTRAINT_VIOLATION", message, sqlstate, ...(constraint ? { constraint } : {}) });
+  const bad = (message: string): ClientInputError => ({ code: ErrorCode.BAD_USER_INPUT, message, sqlstate });
+  const violated = (message: string): ClientInputError => ({ code: ErrorCode.CONSTRAINT_VIOLATION, message, sqlstate, ...(constraint ? { constraint } : {}) });
 
   if (sqlstate.startsWith("22")) {
     switch (sqlstate) {
@@ -134,11 +139,11 @@ export function classifyClientInputError(error: unknown): ClientInputError | und
       // The house bankroll's size is the casino's business: a plugin calling
       // adjust_bankroll on a player's behalf must not tell the player.
       const message = /^adjust_bankroll:/.test(pgMessage) ? "adjust_bankroll: insufficient funds: the house bankroll cannot cover this change." : pgMessage;
-      return { code: "INSUFFICIENT_FUNDS", message, sqlstate, constraint };
+      return { code: ErrorCode.INSUFFICIENT_FUNDS, message, sqlstate, constraint };
     }
     // Amounts are whole base units: the same code as the GraphQL-level check of an amount.
-    if (constraint === "ledger_amount_whole") return { code: "INVALID_AMOUNT", message: pgMessage, sqlstate, constraint };
-    return { code: "BAD_USER_INPUT", message: pgMessage, sqlstate, constraint };
+    if (constraint === "ledger_amount_whole") return { code: ErrorCode.INVALID_AMOUNT, message: pgMessage, sqlstate, constraint };
+    return { code: ErrorCode.BAD_USER_INPUT, message: pgMessage, sqlstate, constraint };
   }
   return undefined;
 }
@@ -232,7 +237,7 @@ const noNulLiteralsRule: ValidationRule = (context: ValidationContext): ASTVisit
     context.reportError(
       new GraphQLError(`${where[0]!.toUpperCase()}${where.slice(1)} contains a NUL character (\\u0000), which the database cannot store.`, {
         nodes: [node],
-        extensions: { code: "BAD_USER_INPUT" },
+        extensions: { code: ErrorCode.BAD_USER_INPUT },
       }),
     );
   },
@@ -258,7 +263,7 @@ function withCode(error: GraphQLError, code: string): GraphQLError {
 function withValidationCode(rule: ValidationRule): ValidationRule {
   return (context) => {
     const coded = Object.create(context, {
-      reportError: { value: (error: GraphQLError) => context.reportError(withCode(error, "GRAPHQL_VALIDATION_FAILED")) },
+      reportError: { value: (error: GraphQLError) => context.reportError(withCode(error, ErrorCode.GRAPHQL_VALIDATION_FAILED)) },
     }) as ValidationContext;
     return rule(coded);
   };
@@ -286,14 +291,14 @@ function codeRequestErrors<R>(result: R): R {
     if (original && isSafeError(original) && original.extensions?.code === undefined && PAGINATION_REFUSALS.test(original.message)) {
       changed = true;
       // The mask rebuilds a SafeError's GraphQL error from the SafeError's own extensions.
-      const coded = new SafeError(original.message, { ...original.extensions, code: "BAD_USER_INPUT" });
+      const coded = new SafeError(original.message, { ...original.extensions, code: ErrorCode.BAD_USER_INPUT });
       return new GraphQLError(error.message, { nodes: error.nodes, source: error.source, positions: error.positions, path: error.path, originalError: coded });
     }
     if (!beforeExecution) return error;
     const code = /^Variable "\$/.test(error.message)
-      ? "BAD_USER_INPUT"
+      ? ErrorCode.BAD_USER_INPUT
       : /^(Unknown operation named|Must provide operation name|Must provide an operation)/.test(error.message)
-        ? "OPERATION_RESOLUTION_FAILURE"
+        ? ErrorCode.OPERATION_RESOLUTION_FAILURE
         : undefined;
     if (!code) return error;
     changed = true;
@@ -307,7 +312,7 @@ const PAGINATION_ARGS = ["first", "last", "offset"] as const;
 function nonNegative(argName: string) {
   return (value: unknown) => {
     if (typeof value === "number" && value < 0) {
-      throw new SafeError(`${argName} must not be negative; received ${value}.`, { code: "BAD_USER_INPUT" });
+      throw new SafeError(`${argName} must not be negative; received ${value}.`, { code: ErrorCode.BAD_USER_INPUT });
     }
     return value;
   };
@@ -363,7 +368,7 @@ export const ClientInputPlugin: GraphileConfig.Plugin = {
               const where = at === name ? "" : ` (at ${at})`;
               throw new SafeError(`Variable "$${name}" contains a NUL character (\\u0000)${where}, which the database cannot store.`, {
                 statusCode: 400,
-                code: "BAD_USER_INPUT",
+                code: ErrorCode.BAD_USER_INPUT,
               });
             }
           }

@@ -1,6 +1,8 @@
 import { GraphQLError, Source, parse, validate, visit, type DocumentNode, type GraphQLSchema, type OperationDefinitionNode, type ValidationRule } from "graphql";
 import type { ExecutionConfig } from "grafserv";
 import { isPromiseLike } from "grafast";
+import { ErrorCode } from "./errors.js";
+import { clientError } from "./client-error.js";
 
 /**
  * The hub's own parse-and-validate step for /graphql, in place of grafserv's.
@@ -131,26 +133,28 @@ const isAborted = (error: GraphQLError) => error.message === "Validation aborted
 function validationErrors(errors: readonly GraphQLError[]): GraphQLError[] {
   return errors.map((error) =>
     isAborted(error)
-      ? new GraphQLError(
+      ? clientError(
+          ErrorCode.QUERY_TOO_COMPLEX,
           "The document is too complex to validate (graphql's work budget for comparing fields ran out); send fewer repeated or overlapping fields.",
-          { extensions: { code: "QUERY_TOO_COMPLEX" } },
         )
-      : withCode(error, "GRAPHQL_VALIDATION_FAILED"),
+      : withCode(error, ErrorCode.GRAPHQL_VALIDATION_FAILED),
   );
 }
 
 function parseError(error: unknown, maxTokens: number): GraphQLError {
   if (error instanceof GraphQLError) {
     if (/contains more tha[nt] \d+ tokens/.test(error.message)) {
-      return new GraphQLError(`The document has more than ${maxTokens} tokens (names, punctuation, values; comments do not count); the limit is ${maxTokens}.`, {
-        extensions: { code: "QUERY_TOO_LARGE", limit: maxTokens },
-      });
+      return clientError(
+        ErrorCode.QUERY_TOO_LARGE,
+        `The document has more than ${maxTokens} tokens (names, punctuation, values; comments do not count); the limit is ${maxTokens}.`,
+        { limit: maxTokens },
+      );
     }
-    return withCode(error, "GRAPHQL_PARSE_FAILED");
+    return withCode(error, ErrorCode.GRAPHQL_PARSE_FAILED);
   }
   if (error instanceof RangeError) {
     // The recursive-descent parser ran out of stack: brackets nested thousands deep.
-    return new GraphQLError("The document is nested too deeply to parse; the depth limit is far lower.", { extensions: { code: "QUERY_TOO_DEEP" } });
+    return clientError(ErrorCode.QUERY_TOO_DEEP, "The document is nested too deeply to parse; the depth limit is far lower.");
   }
   throw error;
 }

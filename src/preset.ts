@@ -16,6 +16,7 @@ import { makeParseAndValidatePlugin } from "./parse-cache.js";
 import { makePipelinedPgService } from "./db/pipelined-adaptor.js";
 import { ClientInputPlugin, maskClientInputError } from "./mask-error.js";
 import { isPoolSaturated } from "./db/pools.js";
+import { ErrorCode } from "./errors.js";
 
 /** A pool in node-postgres's pipeline mode gets the pipelined adaptor (src/db/pools.ts). */
 const isPipelined = (pool: pg.Pool) => (pool.options as { pipeline?: boolean }).pipeline === true;
@@ -98,7 +99,7 @@ export function makeMaskError(log: Logger) {
     const known = classifyDatabaseError(original);
     // A saturated pool or a query cut by the statement timeout is load, not a
     // fault of the server's code: worth a warning, not an error-level alert.
-    const level = known?.code === "SERVER_BUSY" || known?.code === "STATEMENT_TIMEOUT" ? "warn" : "error";
+    const level = known?.code === ErrorCode.SERVER_BUSY || known?.code === ErrorCode.STATEMENT_TIMEOUT ? "warn" : "error";
     log[level]({ errorId, reqId, err: original ?? error, path: error.path, code: known?.code }, "masked GraphQL error");
     if (known) {
       return new GraphQLError(known.message, {
@@ -116,7 +117,7 @@ export function makeMaskError(log: Logger) {
       positions: error.positions,
       path: error.path,
       originalError: original,
-      extensions: { errorId, code: "INTERNAL_SERVER_ERROR" },
+      extensions: { errorId, code: ErrorCode.INTERNAL_SERVER_ERROR },
     });
   };
 }
@@ -128,18 +129,18 @@ export function classifyDatabaseError(error: unknown): { code: string; message: 
   const code = typeof e.code === "string" ? e.code : "";
   const message = typeof e.message === "string" ? e.message : "";
   if (code === "57014" && /statement timeout/.test(message)) {
-    return { code: "STATEMENT_TIMEOUT", message: "The query took longer than the server's statement timeout and was cancelled." };
+    return { code: ErrorCode.STATEMENT_TIMEOUT, message: "The query took longer than the server's statement timeout and was cancelled." };
   }
   // Every pooled connection stayed in use for the whole connection timeout: busy, not down.
   if (isPoolSaturated(error)) {
-    return { code: "SERVER_BUSY", message: "The server is busy: every database connection stayed in use; retry shortly." };
+    return { code: ErrorCode.SERVER_BUSY, message: "The server is busy: every database connection stayed in use; retry shortly." };
   }
   if (
     ["57P01", "57P02", "57P03", "53300", "ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT"].includes(code) ||
     code.startsWith("08") ||
     /Connection terminated|not queryable|Client has encountered a connection error/i.test(message)
   ) {
-    return { code: "DATABASE_UNAVAILABLE", message: "The database is unavailable; retry shortly." };
+    return { code: ErrorCode.DATABASE_UNAVAILABLE, message: "The database is unavailable; retry shortly." };
   }
   return undefined;
 }

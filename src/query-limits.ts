@@ -9,6 +9,7 @@ import {
   type ValidationContext,
   type ValidationRule,
 } from "graphql";
+import { ErrorCode } from "./errors.js";
 
 /**
  * Cheap static limits, checked at validation time: a hostile query is refused
@@ -71,7 +72,7 @@ function limitRule(limits: QueryLimits): ValidationRule {
             context.reportError(
               new GraphQLError(`Operation${name} is nested ${depth} levels deep; the limit is ${limits.maxDepth}.`, {
                 nodes: [node],
-                extensions: { code: "QUERY_TOO_DEEP", limit: limits.maxDepth, received: depth },
+                extensions: { code: ErrorCode.QUERY_TOO_DEEP, limit: limits.maxDepth, received: depth },
               }),
             );
           }
@@ -79,7 +80,7 @@ function limitRule(limits: QueryLimits): ValidationRule {
             context.reportError(
               new GraphQLError(`Operation${name} selects more than ${limits.maxSelections} fields once fragments are expanded; the limit is ${limits.maxSelections}.`, {
                 nodes: [node],
-                extensions: { code: "QUERY_TOO_LARGE", limit: limits.maxSelections },
+                extensions: { code: ErrorCode.QUERY_TOO_LARGE, limit: limits.maxSelections },
               }),
             );
           }
@@ -90,7 +91,7 @@ function limitRule(limits: QueryLimits): ValidationRule {
           if (aliases > limits.maxAliases) {
             context.reportError(
               new GraphQLError(`The document uses ${aliases} aliases; the limit is ${limits.maxAliases}.`, {
-                extensions: { code: "TOO_MANY_ALIASES", limit: limits.maxAliases, received: aliases },
+                extensions: { code: ErrorCode.TOO_MANY_ALIASES, limit: limits.maxAliases, received: aliases },
               }),
             );
           }
@@ -115,7 +116,7 @@ const operationTypeRule: ValidationRule = (context) => ({
     context.reportError(
       new GraphQLError(`This server's schema has no ${kind} root type, so the ${kind} operation${name} cannot be run; it runs ${supported.join(" and ")} operations.`, {
         nodes: [node],
-        extensions: { code: "OPERATION_TYPE_NOT_SUPPORTED", operation: kind },
+        extensions: { code: ErrorCode.OPERATION_TYPE_NOT_SUPPORTED, operation: kind },
       }),
     );
   },

@@ -20,6 +20,7 @@ import pg from "pg";
 import { createApiKey, createSession, USER_COLUMNS } from "./credentials.js";
 import { endPool } from "./db/database.js";
 import type { DbBalance, DbBankroll, DbCasino, DbCurrency, DbExperience, DbUser } from "./db/types.js";
+import { argumentOutOfRange, HubError, invalidArgument } from "./errors.js";
 import { createLogger } from "./logger.js";
 import type { ServerOptions } from "./options.js";
 import { startAndListen } from "./start.js";
@@ -131,7 +132,7 @@ const isConnectionLost = (error: unknown) => {
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const { dataDir, databaseUrl, superuserDatabaseUrl, ...serverOptions } = options;
   if ((databaseUrl === undefined) !== (superuserDatabaseUrl === undefined)) {
-    throw new Error("startTestServer: give both databaseUrl and superuserDatabaseUrl (a server to create test databases on), or neither (the shared embedded cluster).");
+    throw new HubError("HUB_OPTION_INVALID", "startTestServer: give both databaseUrl and superuserDatabaseUrl (a server to create test databases on), or neither (the shared embedded cluster).");
   }
   const logLevel = options.logLevel ?? "warn";
   const log = createLogger({ level: logLevel, pretty: false, fd: 2 });
@@ -187,7 +188,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       graphqlClient: createGraphQLClient(url),
       async authenticate(userId, experienceId) {
         const { rows } = await pool.query<{ casino_id: string }>("select casino_id from hub.user where id = $1", [userId]);
-        if (!rows[0]) throw new Error(`authenticate: no user has the id ${JSON.stringify(userId)}; create one with createPlayer(dbPool, { casinoId, uname }).`);
+        if (!rows[0]) throw invalidArgument(`authenticate: no user has the id ${JSON.stringify(userId)}; create one with createPlayer(dbPool, { casinoId, uname }).`);
         const { token } = await createSession(pool, { userId, casinoId: rows[0].casino_id, experienceId });
         return { token, graphqlClient: createGraphQLClient(url, { authorization: `session:${token}` }) };
       },
@@ -229,7 +230,7 @@ function testName(prefix: string): string {
 function checkAmount(fn: string, amount: unknown): number {
   // Amounts are whole base units of the currency, as the ledger functions require.
   if (typeof amount !== "number" || !Number.isSafeInteger(amount) || amount < 0) {
-    throw new RangeError(`${fn}: amount must be a whole number of base units ≥ 0 (at most ${Number.MAX_SAFE_INTEGER}); received ${String(amount)}.`);
+    throw argumentOutOfRange(`${fn}: amount must be a whole number of base units ≥ 0 (at most ${Number.MAX_SAFE_INTEGER}); received ${String(amount)}.`);
   }
   return amount;
 }
@@ -268,7 +269,7 @@ export async function createPlayer(pool: Queryable, input: { casinoId: string; u
 async function requireCurrency(pool: Queryable, fn: string, casinoId: string, currencyKey: string): Promise<void> {
   const { rows } = await pool.query<{ key: string }>("select key from hub.currency where casino_id = $1 order by key", [casinoId]);
   if (!rows.some((r) => r.key === currencyKey)) {
-    throw new Error(
+    throw invalidArgument(
       `${fn}: casino ${casinoId} has no currency ${JSON.stringify(currencyKey)} (it has ${rows.length ? rows.map((r) => JSON.stringify(r.key)).join(", ") : "none"}); ` +
         `create it first with createCurrency(pool, { casinoId, key: ${JSON.stringify(currencyKey)} }).`,
     );
@@ -288,10 +289,10 @@ export async function createPlayerBalance(
   const amount = checkAmount(fn, input.amount);
   const { rows: users } = await pool.query<{ casino_id: string }>("select casino_id from hub.user where id = $1", [input.userId]);
   const casinoId = users[0]?.casino_id;
-  if (!casinoId) throw new Error(`${fn}: no user has the id ${JSON.stringify(input.userId)}.`);
+  if (!casinoId) throw invalidArgument(`${fn}: no user has the id ${JSON.stringify(input.userId)}.`);
   await requireCurrency(pool, fn, casinoId, input.currencyKey);
   if (await getPlayerBalance(pool, input)) {
-    throw new Error(`${fn}: user ${input.userId} already has a ${input.currencyKey} balance in experience ${input.experienceId}.`);
+    throw invalidArgument(`${fn}: user ${input.userId} already has a ${input.currencyKey} balance in experience ${input.experienceId}.`);
   }
   const { rows } = amount > 0
     ? await pool.query<DbBalance>("select * from hub_hidden.credit_balance($1, $2, $3, $4, $5, $6, $7)", [
@@ -302,7 +303,7 @@ export async function createPlayerBalance(
          select $1, $2, e.id, $4, 0 from hub.experience e where e.id = $3 and e.casino_id = $2 returning *`,
         [input.userId, casinoId, input.experienceId, input.currencyKey],
       );
-  if (!rows[0]) throw new Error(`${fn}: no experience ${input.experienceId} in the casino ${casinoId} of user ${input.userId}.`);
+  if (!rows[0]) throw invalidArgument(`${fn}: no experience ${input.experienceId} in the casino ${casinoId} of user ${input.userId}.`);
   return rows[0];
 }
 
@@ -327,7 +328,7 @@ export async function createHouseBankroll(
   const amount = checkAmount(fn, input.amount);
   await requireCurrency(pool, fn, input.casinoId, input.currencyKey);
   if (await getHouseBankroll(pool, input)) {
-    throw new Error(`${fn}: casino ${input.casinoId} already has a ${input.currencyKey} bankroll.`);
+    throw invalidArgument(`${fn}: casino ${input.casinoId} already has a ${input.currencyKey} bankroll.`);
   }
   const { rows } = await pool.query<DbBankroll>("select * from hub_hidden.ensure_bankroll($1, $2, $3, $4, $5)", [
     input.casinoId, input.currencyKey, amount, fn, ACTOR,

@@ -614,11 +614,13 @@ const bet = (p: Player | undefined, input: { wager: number; currency: string; si
 
 t.test("makeCoinflipBet: Unauthorized without a player session", async (t) => {
   const op = await makeOperator(resolverHub.superuserDatabaseUrl);
-  for (const [who, p] of [["anonymous", undefined], ["operator", { header: op.header }]] as const) {
+  // No credential: UNAUTHENTICATED; an operator's key, the wrong kind of identity: FORBIDDEN.
+  for (const [who, p, code] of [["anonymous", undefined, "UNAUTHENTICATED"], ["operator", { header: op.header }, "FORBIDDEN"]] as const) {
     const res = await bet(p as Player | undefined, { wager: 1, currency: "HOUSE", side: "HEADS" });
     t.equal(res.status, 200);
     t.equal(res.body.data?.makeCoinflipBet, null);
     t.equal(firstError(res.body), "Unauthorized", who);
+    t.equal(res.body.errors?.[0]?.extensions?.code, code, `${who}: ${code}`);
   }
 });
 

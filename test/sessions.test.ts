@@ -100,8 +100,9 @@ t.test("casino token exchange with a JWKS URL", async (t) => {
 t.test("operator mutations need an API key and say what is wrong", async (t) => {
   const player = await makePlayer(hub.superuserDatabaseUrl, "pat");
   const mutation = `mutation { hubAddCasino(input: { name: "nope" }) { casinoId } }`;
-  for (const headers of [{}, player.header]) {
-    t.match((await gql(hub.url, mutation, {}, headers)).body.errors?.[0], { message: /Unauthorized: this mutation needs an operator API key/, extensions: { code: "UNAUTHORIZED" } });
+  // No credential: UNAUTHENTICATED; a player's session, the wrong kind of identity: FORBIDDEN.
+  for (const [headers, code] of [[{}, "UNAUTHENTICATED"], [player.header, "FORBIDDEN"]] as const) {
+    t.match((await gql(hub.url, mutation, {}, headers)).body.errors?.[0], { message: /Unauthorized: this mutation needs an operator API key/, extensions: { code } });
   }
   const dup = await asOperator(`mutation { hubAddCasino(input: { name: "playground" }) { casinoId } }`);
   t.match(dup.body.errors?.[0]?.message, /already exists/);

@@ -1,6 +1,7 @@
 import type pg from "pg";
 import { GraphQLError } from "graphql";
 import type { Identity } from "../identity.js";
+import { ErrorCode } from "../errors.js";
 
 /**
  * A per-identity bound on the superuser pool.
@@ -51,7 +52,7 @@ export class TooManyRequestsError extends GraphQLError {
   readonly status = 429;
   readonly expose = true;
   constructor(message: string) {
-    super(message, { extensions: { code: "TOO_MANY_REQUESTS" } });
+    super(message, { extensions: { code: ErrorCode.TOO_MANY_REQUESTS } });
   }
 }
 

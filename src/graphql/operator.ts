@@ -4,7 +4,8 @@ import type { PluginContext } from "../context.js";
 import { validatePublicKey } from "../casino-token.js";
 import { withPgPoolTransaction } from "../db/pools.js";
 import { classifyClientInputError } from "../mask-error.js";
-import { describeValue } from "../errors.js";
+import { describeValue, ErrorCode } from "../errors.js";
+import { clientError } from "../client-error.js";
 import * as parse from "../parse.js";
 
 /**
@@ -14,9 +15,11 @@ import * as parse from "../parse.js";
  */
 function requireOperator(context: PluginContext): string {
   if (context.identity?.kind !== "operator") {
-    throw new GraphQLError("Unauthorized: this mutation needs an operator API key (Authorization: apikey:<key>).", {
-      extensions: { code: "UNAUTHORIZED" },
-    });
+    // No credential is UNAUTHENTICATED; a player's session is an identity of the wrong kind.
+    throw clientError(
+      context.identity ? ErrorCode.FORBIDDEN : ErrorCode.UNAUTHENTICATED,
+      "Unauthorized: this mutation needs an operator API key (Authorization: apikey:<key>).",
+    );
   }
   return `api_key:${context.identity.apiKeyId}`;
 }
@@ -28,9 +31,9 @@ function requireOperator(context: PluginContext): string {
 function wholeAmount(amount: number): number {
   const parsed = parse.amount(amount);
   if ("expected" in parsed) {
-    throw new GraphQLError(
+    throw clientError(
+      ErrorCode.INVALID_AMOUNT,
       `amount must be ${parsed.expected}; received ${amount}. Amounts are whole base units of the currency (display_unit_scale base units make one display unit).`,
-      { extensions: { code: "INVALID_AMOUNT" } },
     );
   }
   return parsed.value;
@@ -46,9 +49,7 @@ function explainPgError(error: unknown): never {
   if (!known) throw error;
   const e = error as { message?: string };
   const message = known.sqlstate === "P0001" ? String(e.message) : known.message;
-  throw new GraphQLError(message, {
-    extensions: { code: known.code, sqlstate: known.sqlstate, ...(known.constraint ? { constraint: known.constraint } : {}) },
-  });
+  throw clientError(known.code, message, { sqlstate: known.sqlstate, ...(known.constraint ? { constraint: known.constraint } : {}) });
 }
 
 async function guarded<T>(fn: () => Promise<T>): Promise<T> {
@@ -73,7 +74,7 @@ async function checkAuthInput(input: CasinoAuthInput): Promise<void> {
     try {
       await validatePublicKey(input.jwtPublicKey);
     } catch (error) {
-      throw new GraphQLError(`jwtPublicKey is not usable: ${(error as Error).message}.`, { extensions: { code: "BAD_USER_INPUT" } });
+      throw clientError(ErrorCode.BAD_USER_INPUT, `jwtPublicKey is not usable: ${(error as Error).message}.`);
     }
   }
   for (const field of ["baseUrl", "jwksUrl"] as const) {
@@ -81,7 +82,7 @@ async function checkAuthInput(input: CasinoAuthInput): Promise<void> {
     if (value === undefined || value === null) continue;
     const parsed = parse.httpUrl(value);
     if ("expected" in parsed) {
-      throw new GraphQLError(`${field} must be ${parsed.expected}; received ${describeValue(value)}.`, { extensions: { code: "BAD_USER_INPUT" } });
+      throw clientError(ErrorCode.BAD_USER_INPUT, `${field} must be ${parsed.expected}; received ${describeValue(value)}.`);
     }
   }
 }
@@ -180,7 +181,7 @@ export const HubOperatorPlugin = extendSchema(
         async hubSetCasinoAuth(_p: unknown, { input }: { input: { casinoId: string } & CasinoAuthInput }, context: PluginContext) {
           requireOperator(context);
           if (!input.jwtPublicKey && !input.jwksUrl) {
-            throw new GraphQLError("Give jwtPublicKey or jwksUrl.", { extensions: { code: "BAD_USER_INPUT" } });
+            throw clientError(ErrorCode.BAD_USER_INPUT, "Give jwtPublicKey or jwksUrl.");
           }
           await checkAuthInput(input);
           return guarded(async () => {
@@ -251,7 +252,7 @@ async function changeBalance(kind: "credit" | "debit", input: BalanceInput, cont
       [input.userId, input.experienceId, input.currencyKey, amount, actor, input.reason],
     );
     const row = rows[0];
-    if (!row) throw new GraphQLError(`No user has the id ${input.userId}.`, { extensions: { code: "BAD_USER_INPUT" } });
+    if (!row) throw clientError(ErrorCode.BAD_USER_INPUT, `No user has the id ${input.userId}.`);
     return { balanceId: row.id, amount: row.amount };
   });
 }

@@ -4,7 +4,8 @@ import type { PluginContext } from "../context.js";
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
 import { createSession, digest, ensureExperience, ensureUserAndExperience, PLAYGROUND_CASINO, DEFAULT_EXPERIENCE, USER_COLUMNS } from "../credentials.js";
-import { describeValue } from "../errors.js";
+import { describeValue, ErrorCode } from "../errors.js";
+import { clientError } from "../client-error.js";
 import * as parse from "../parse.js";
 import { forgetSessionLocally } from "../identity-resolver.js";
 import { CasinoTokenError, verifyCasinoToken } from "../casino-token.js";
@@ -127,7 +128,7 @@ interface PlaygroundInput {
 /** Names of the uname form: plain ASCII, so no two distinct names look alike through case or Unicode tricks. */
 const PLAYGROUND_UNAME = /^[A-Za-z0-9_.-]{1,50}$/;
 
-const badInput = (message: string) => new GraphQLError(message, { extensions: { code: "BAD_USER_INPUT" } });
+const badInput = (message: string) => clientError(ErrorCode.BAD_USER_INPUT, message);
 
 /** The UUID as lower-case hex with hyphens, whatever form the UUID scalar accepted. */
 function canonicalUuid(field: string, value: string): string {
@@ -230,10 +231,10 @@ async function newPlaygroundUserNamed(client: pg.PoolClient, casinoId: string, u
         [casinoId, uname],
       )).rows[0];
   if (!inserted) {
-    throw new GraphQLError(
+    throw clientError(
+      ErrorCode.UNAME_TAKEN,
       `The playground name ${describeValue(uname)} is taken${taken.rows[0] && taken.rows[0].uname !== uname ? " (names differing only in case, spacing or character forms are the same name)" : ""}: ` +
         "the uname form only creates new players. Choose another name, or use userClientId to come back as the same player.",
-      { extensions: { code: "UNAME_TAKEN" } },
     );
   }
   return inserted;
