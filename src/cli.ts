@@ -28,8 +28,9 @@ function cliLogger(level: LogLevel): Logger {
 }
 
 function errorLine(error: unknown): string {
-  if (error instanceof HubError) return `hub: ${oneLine(error.message)} [${error.code}]`;
+  // A CliFailure is a HubError whose message says everything: printed without its code.
   if (error instanceof CliFailure) return `hub: ${oneLine(error.message)}`;
+  if (error instanceof HubError) return `hub: ${oneLine(error.message)} [${error.code}]`;
   const e = error as { message?: string; code?: string } | undefined;
   const sqlstate = typeof e?.code === "string" && /^[0-9A-Z]{5}$/.test(e.code) ? ` [SQLSTATE ${e.code}]` : "";
   return `hub: ${oneLine(e?.message ?? String(error))}${sqlstate}`;
