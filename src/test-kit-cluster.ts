@@ -43,11 +43,11 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { coreMigrations } from "./db/core-migrations.js";
+import { readCoreMigrations } from "./db/core-migrations.js";
 import { endPool } from "./db/database.js";
 import { isAlive, startEmbeddedPostgres } from "./db/embedded.js";
 import { migrate } from "./db/migrate.js";
-import { WATCHDOG_PRELUDE, spawnWatchdog } from "./db/watchdog.js";
+import { spawnWatchdog } from "./db/watchdog.js";
 import { redactUrl } from "./config.js";
 import type { Logger } from "./logger.js";
 
@@ -101,7 +101,7 @@ function idleSeconds(): number {
  */
 export async function coreChecksum(): Promise<string> {
   const hash = createHash("sha256");
-  for (const m of coreMigrations) hash.update(m.name).update("\0").update(m.sql).update("\0");
+  for (const m of await readCoreMigrations()) hash.update(m.name).update("\0").update(m.sql).update("\0");
   return hash.digest("hex").slice(0, 16);
 }
 
@@ -116,52 +116,13 @@ function withDatabase(url: string, database: string): string {
 
 // ---------------------------------------------------------------- the watchdog
 
-/** Runs through spawnWatchdog (src/db/watchdog.ts). argv: clusterDir, idle milliseconds. */
-const WATCHDOG_SOURCE = `${WATCHDOG_PRELUDE}
-const [dir, idleRaw] = process.argv.slice(1);
-const idleMs = Number(idleRaw);
-const mine = path.join(dir, "watchdog.pid"), leases = path.join(dir, "leases"), stopping = path.join(dir, "stopping");
-const postmaster = () => readPid(path.join(dir, "pg", "postmaster.pid"));
-const liveLeases = () => {
-  let n = 0;
-  let names = [];
-  try { names = fs.readdirSync(leases); } catch {}
-  for (const name of names) {
-    const pid = Number(name);
-    if (pid > 0 && alive(pid)) n++;
-    else try { fs.unlinkSync(path.join(leases, name)); } catch {}
-  }
-  return n;
-};
-const other = readPid(mine);
-if (other && other !== process.pid && alive(other)) process.exit(0);
-fs.writeFileSync(mine, String(process.pid));
-let lastBusy = Date.now();
-const quit = () => {
-  for (const file of [stopping, mine]) if (readPid(file) === process.pid) try { fs.unlinkSync(file); } catch {}
-  process.exit(0);
-};
-let timer;
-const tick = () => {
-  if (readPid(mine) !== process.pid) process.exit(0); // another watchdog is on duty
-  const pid = postmaster();
-  if (!pid || !alive(pid)) return quit();
-  if (liveLeases() > 0) lastBusy = Date.now();
-  if (Date.now() - lastBusy < idleMs) return;
-  fs.writeFileSync(stopping, String(process.pid));
-  if (liveLeases() > 0) { fs.unlinkSync(stopping); lastBusy = Date.now(); return; }
-  clearInterval(timer);
-  stopPostmaster(pid, quit);
-};
-// A failed tick (a full disk, a file removed under it) is retried at the next one.
-timer = setInterval(() => { try { tick(); } catch {} }, 500);
-`;
+/** Its code: src/db/test-kit-watchdog.ts. */
 
 function startWatchdog(dir: string, log: Logger): void {
   const current = Number(fs.readFileSync(path.join(dir, "watchdog.pid"), { encoding: "utf8", flag: "a+" }).trim());
   if (current > 0 && isAlive(current)) return;
   const idleMs = String(Math.round(idleSeconds() * 1000));
-  const child = spawnWatchdog(WATCHDOG_SOURCE, [dir, idleMs], { cwd: dir, stdin: "ignore" });
+  const child = spawnWatchdog("test-kit-watchdog", [dir, idleMs], { cwd: dir, stdin: "ignore" });
   child.on("error", (error) => log.warn({ err: error }, "test kit: could not start the watchdog of the shared cluster"));
 }
 

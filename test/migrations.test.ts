@@ -1,9 +1,13 @@
 import "./helpers/env.js";
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import pg from "pg";
 import t from "tap";
 import { startAndListen } from "@hubpkg/hub";
+import { CORE_MIGRATIONS_DIR, readCoreMigrations } from "../dist/src/db/core-migrations.js";
+import { coreChecksum } from "../dist/src/test-kit-cluster.js";
+import { ROOT } from "./helpers/process.js";
 import { tmpDir, writeFiles } from "./helpers/tmp.js";
 
 const base = { port: 0, logLevel: "silent" as const, handleSignals: false };
@@ -103,4 +107,44 @@ t.test("ambiguous or unreadable migration folders stop start-up with the file na
     code: "HUB_MIGRATION_NAME",
     message: /cannot be read/,
   });
+});
+
+t.test("core migrations: the .sql files are what databases recorded before, byte for byte, and ship in the package", async (t) => {
+  // Recorded from the last release whose core migrations were strings in the code: every database migrated by
+  // it holds these names and SHA-256 checksums in hub_secret.migration, and test kits named their template by it.
+  const released = JSON.parse(fs.readFileSync(path.join(ROOT, "test/fixtures/core-migration-checksums.json"), "utf8")) as {
+    templateChecksum: string;
+    migrations: { name: string; checksum: string }[];
+  };
+  const core = await readCoreMigrations();
+  t.same(
+    core.map((m) => ({ name: m.name, checksum: m.checksum })),
+    released.migrations,
+    "the same names, in the same order, with the same checksums",
+  );
+  t.equal(await coreChecksum(), released.templateChecksum, "the test kit's template keeps its name");
+
+  // What a hub records in the database is those same stamps, and a restart leaves them as they are.
+  const dataDir = tmpDir(t);
+  const stamps = (url: string) =>
+    query<{ name: string; checksum: string; applied_at: Date }>(url, "select name, checksum, applied_at from hub_secret.migration where kind = 'core' order by name");
+  const first = await startAndListen({ ...base, dataDir });
+  const recorded = await stamps(first.superuserDatabaseUrl);
+  await first.stop();
+  t.same(
+    recorded.map(({ name, checksum }) => ({ name, checksum })),
+    released.migrations,
+    "the database holds the released stamps",
+  );
+  const second = await startAndListen({ ...base, dataDir });
+  t.teardown(() => second.stop());
+  t.same(await stamps(second.superuserDatabaseUrl), recorded, "a restart re-runs and re-stamps nothing");
+
+  // The package ships the files the compiled code reads (npm pack lists what `files` includes).
+  const packed = JSON.parse(execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], { cwd: ROOT, encoding: "utf8" })) as [
+    { files: { path: string }[] },
+  ];
+  const shipped = new Set(packed[0].files.map((f) => f.path));
+  for (const m of core) t.ok(shipped.has(`src/db/migrations/${m.name}.sql`), `${m.name}.sql is in the package`);
+  t.equal(CORE_MIGRATIONS_DIR, path.join(ROOT, "src/db/migrations/"), "the compiled code reads the shipped folder");
 });

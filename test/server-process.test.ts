@@ -9,7 +9,7 @@ import { tmpDir } from "./helpers/tmp.js";
 // The embedded Postgres's own readers of its pid file and of a process's liveness.
 import { isAlive as alive, readPostmasterPid } from "../dist/src/db/embedded.js";
 // The product's own list of core migrations: the count to expect follows it.
-import { coreMigrations } from "../dist/src/db/core-migrations.js";
+import { readCoreMigrations } from "../dist/src/db/core-migrations.js";
 
 const postmasterPid = (dataDir: string): number | undefined => readPostmasterPid(path.join(dataDir, "pg"))?.pid;
 
@@ -85,6 +85,7 @@ t.test("node dist/server.js: first start, second process, SIGINT, restart on the
   await su2.end();
   again.child.kill("SIGTERM");
   t.equal(await again.exited, 0, "exits 0 on SIGTERM");
+  const coreMigrations = await readCoreMigrations();
   t.ok(coreMigrations.length > 0);
   t.same(
     migrations.rows,

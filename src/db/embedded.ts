@@ -9,7 +9,10 @@ import path from "node:path";
 import pg from "pg";
 import { HubError } from "../errors.js";
 import type { Logger } from "../logger.js";
+import { isAlive, readPostmasterPid, stopPostmaster as stopPostmasterNow } from "./postmaster.js";
 import { watchPostmaster, type Watchdog } from "./watchdog.js";
+
+export { isAlive, readPostmasterPid };
 
 /**
  * The embedded Postgres used when no database URL is configured.
@@ -244,21 +247,6 @@ async function initCluster(
   }
 }
 
-/** postmaster.pid: line 1 the pid, line 4 the port, line 8 the status ("ready" once it accepts connections). */
-export function readPostmasterPid(clusterDir: string): { pid: number; port: number; status: string } | undefined {
-  let text: string;
-  try {
-    text = fs.readFileSync(path.join(clusterDir, "postmaster.pid"), "utf8");
-  } catch {
-    return undefined;
-  }
-  const lines = text.split("\n");
-  const pid = Number(lines[0]);
-  const port = Number(lines[3]);
-  if (!Number.isInteger(pid) || pid <= 0 || !Number.isInteger(port)) return undefined;
-  return { pid, port, status: (lines[7] ?? "").trim() };
-}
-
 /**
  * A postmaster whose parent is gone has been reparented to init (pid 1, or a
  * subreaper such as a container's init). Linux only; elsewhere we never adopt.
@@ -272,16 +260,6 @@ function isOrphaned(pid: number): boolean {
     return !/node/.test(parent);
   } catch {
     return false;
-  }
-}
-
-/** Whether a process exists (EPERM: it does, under another user). */
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
   }
 }
 
@@ -435,26 +413,8 @@ export function lostDuringStart(port: number, error: unknown): HubError {
 }
 
 /** SIGINT ("fast" shutdown) and wait until it is gone; SIGQUIT after 15 s. */
-export async function stopPostmaster(pid: number, log: Logger): Promise<void> {
-  if (!isAlive(pid)) return;
-  try {
-    process.kill(pid, "SIGINT"); // "fast" shutdown: aborts open sessions, writes a checkpoint
-  } catch {
-    return;
-  }
-  const deadline = Date.now() + 15_000;
-  while (isAlive(pid)) {
-    if (Date.now() > deadline) {
-      log.warn({ pid }, "embedded Postgres did not stop within 15 s; sending SIGQUIT");
-      try {
-        process.kill(pid, "SIGQUIT");
-      } catch {
-        /* already gone */
-      }
-      break;
-    }
-    await sleep(20);
-  }
+export function stopPostmaster(pid: number, log: Logger): Promise<void> {
+  return stopPostmasterNow(pid, () => log.warn({ pid }, "embedded Postgres did not stop within 15 s; sending SIGQUIT"));
 }
 
 export async function startEmbeddedPostgres(options: {

@@ -1,71 +1,15 @@
-import { createHash } from "node:crypto";
-import fsp from "node:fs/promises";
-import path from "node:path";
 import type pg from "pg";
 import { HubError } from "../errors.js";
 import type { Logger } from "../logger.js";
-import { coreMigrations } from "./core-migrations.js";
+import { readCoreMigrations } from "./core-migrations.js";
+import { readMigrationFolder, type Migration } from "./migration-files.js";
 
 /** Any constant works; it only has to be the same for every hub on this database. */
 const MIGRATION_LOCK_KEY = 7_321_004_117;
 
-interface Migration {
-  kind: "core" | "user";
-  name: string;
-  sql: string;
-  checksum: string;
-  /** Where it came from, for error messages. */
-  source: string;
-}
-
-const checksum = (sql: string) => createHash("sha256").update(sql).digest("hex");
-
-const USER_FILE = /^(\d+)[-_.].*\.sql$|^(\d+)\.sql$/;
-
-/**
- * The user's migrations: `NNN-name.sql`, applied in numeric order of the prefix.
- * Anything ambiguous stops start-up rather than guessing an order.
- */
-export async function readUserMigrations(dir: string): Promise<Migration[]> {
-  let entries: string[];
-  try {
-    entries = await fsp.readdir(dir);
-  } catch (error) {
-    throw new HubError(
-      "HUB_MIGRATION_NAME",
-      `userDatabaseMigrationsPath ${JSON.stringify(dir)} cannot be read (${(error as Error).message}); expected a directory of NNN-name.sql files.`,
-    );
-  }
-  const files = entries.filter((f) => f.endsWith(".sql")).sort();
-  const byNumber = new Map<number, string>();
-  const migrations: (Migration & { order: number })[] = [];
-  for (const file of files) {
-    const match = USER_FILE.exec(file);
-    if (!match) {
-      throw new HubError(
-        "HUB_MIGRATION_NAME",
-        `Migration file ${JSON.stringify(file)} in ${dir} has no numeric prefix; expected a name like 001-create-tables.sql.`,
-      );
-    }
-    const order = Number(match[1] ?? match[2]);
-    const clash = byNumber.get(order);
-    if (clash !== undefined) {
-      throw new HubError(
-        "HUB_MIGRATION_NAME",
-        `Migration files ${JSON.stringify(clash)} and ${JSON.stringify(file)} in ${dir} share the numeric prefix ${order}; each number must be used once so the order is unambiguous.`,
-      );
-    }
-    byNumber.set(order, file);
-    const bytes = await fsp.readFile(path.join(dir, file));
-    let sql: string;
-    try {
-      sql = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
-    } catch {
-      throw new HubError("HUB_MIGRATION_FAILED", `Migration ${JSON.stringify(file)} in ${dir} is not valid UTF-8; save it as UTF-8.`);
-    }
-    migrations.push({ kind: "user", name: file, sql, checksum: checksum(sql), source: path.join(dir, file), order });
-  }
-  return migrations.sort((a, b) => a.order - b.order);
+/** The user's migrations (userDatabaseMigrationsPath), read like the hub's own. */
+export function readUserMigrations(dir: string): Promise<Migration[]> {
+  return readMigrationFolder(dir, "user", "userDatabaseMigrationsPath");
 }
 
 function lineOf(sql: string, position: string | undefined): string {
@@ -83,10 +27,7 @@ function lineOf(sql: string, position: string | undefined): string {
 export async function migrate(pool: pg.Pool, options: { userMigrationsPath?: string | undefined; log: Logger }): Promise<{ applied: string[] }> {
   const { log } = options;
   const user = options.userMigrationsPath ? await readUserMigrations(options.userMigrationsPath) : [];
-  const all: Migration[] = [
-    ...coreMigrations.map((m) => ({ kind: "core" as const, name: m.name, sql: m.sql, checksum: checksum(m.sql), source: `core migration ${m.name}` })),
-    ...user,
-  ];
+  const all: Migration[] = [...(await readCoreMigrations()), ...user];
   const client = await pool.connect();
   const applied: string[] = [];
   try {
