@@ -4,7 +4,7 @@ import http from "node:http";
 import type pg from "pg";
 import type { ConfigureApp, ConfigureAppArgument } from "../src/options.js";
 import { countResponse } from "../src/stats.js";
-import type { Identity } from "../src/identity.js";
+import { identityOf, type Identity } from "../src/identity.js";
 
 /** The user's Express app, configured, and what Node's server needs to build its requests. */
 export interface ExpressApp {
@@ -96,7 +96,7 @@ export async function mountExpressApp(fastify: FastifyInstance, app: Express, po
         );
       });
       // req.superuserPool: the superuser pool bounded for this request's player or API key.
-      if (poolFor) (request.raw as { superuserPool?: pg.Pool }).superuserPool = poolFor(request.identity);
+      if (poolFor) (request.raw as { superuserPool?: pg.Pool }).superuserPool = poolFor(identityOf(request.raw));
       app(request.raw as never, reply.raw as never, (error?: unknown) => finish(request, reply, error));
     };
     scope.all("/", handler);
