@@ -12,7 +12,7 @@ import { validateOptions, type ServerOptions } from "./options.js";
 import { makePreset } from "./preset.js";
 import { defaultPlugins } from "./default-plugins.js";
 import { createFastify } from "../adapters/fastify.js";
-import { mountGraphQL } from "../adapters/grafserv.js";
+import { grafservRequestInfo, mountGraphQL } from "../adapters/grafserv.js";
 import { addAuthHook } from "../adapters/auth.js";
 import { addOverloadHook } from "../adapters/overload.js";
 import { createExpressApp, mountExpressApp } from "../adapters/express.js";
@@ -34,6 +34,13 @@ export interface RunningServer {
 }
 
 const MAX_BODY = 1024 * 1024;
+
+/**
+ * GraphQL transactions send their prologue (begin, set_config) with their first
+ * query in one round trip: the GraphQL pool in node-postgres's pipeline mode,
+ * and the pipelined adaptor on it (src/db/pipelined-adaptor.ts). One choice for both.
+ */
+const PIPELINED_GRAPHQL = true;
 
 /**
  * Stop accepting, let in-flight requests finish, and after timeoutMs cut the
@@ -85,7 +92,7 @@ export async function startAndListen(
     const urls = { databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl };
     const embedded = db.embedded;
 
-    const pools: HubPools = await retryWhileEmbeddedRestarts(db, () => openPools(urls, log));
+    const pools: HubPools = await retryWhileEmbeddedRestarts(db, () => openPools(urls, log, { graphqlPipeline: PIPELINED_GRAPHQL }));
     cleanup.push(() => Promise.all([endPool(pools.graphql), endPool(pools.superuser), endPool(pools.credentials)]));
     // Connected while the rest starts, so the first credential lookup finds a warm connection.
     pools.credentials.query("select 1").catch(() => undefined);
@@ -105,6 +112,8 @@ export async function startAndListen(
       plugins: [...(options.plugins ?? defaultPlugins), ...(config.playground ? [HubPlaygroundPlugin] : [])],
       extraPgSchemas: options.extraPgSchemas ?? [],
       graphqlPool: pools.graphql,
+      pipelinedPg: PIPELINED_GRAPHQL,
+      requestInfo: grafservRequestInfo,
       superuserPool: pools.superuser,
       superuserPoolFor: identityLimiter.poolFor,
       graphiql: options.graphiql ?? config.nodeEnv !== "production",

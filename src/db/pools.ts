@@ -51,9 +51,9 @@ function makePool(connectionString: string, name: string, max: number, log: Logg
 
 /**
  * The GraphQL pool's connections are in node-postgres's pipeline mode, for the
- * pipelined transaction prologue (src/db/pipelined-adaptor.ts; the preset uses
- * it for a pool in that mode). `graphqlPipeline: false` gives the stock
- * behaviour (the bench's baseline).
+ * pipelined transaction prologue (src/db/pipelined-adaptor.ts; whoever makes the
+ * preset passes the same choice to it as `pipelinedPg`). `graphqlPipeline: false`
+ * gives the stock behaviour (the bench's baseline).
  */
 export async function openPools(
   urls: { databaseUrl: string; superuserDatabaseUrl: string },
