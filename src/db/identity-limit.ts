@@ -1,6 +1,7 @@
 import type pg from "pg";
 import { GraphQLError } from "graphql";
 import type { Identity } from "../identity.js";
+import { boundProperty } from "../forwarding-proxy.js";
 
 /**
  * A per-identity bound on the superuser pool.
@@ -192,8 +193,7 @@ export function createIdentityPoolLimiter(pool: pg.Pool, limits: IdentityLimits)
             return undefined;
           };
         }
-        const value = Reflect.get(target, prop, target) as unknown;
-        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        return boundProperty(target, prop);
       },
     });
   }
