@@ -1,6 +1,5 @@
 import type { FastifyInstance } from "fastify";
 import type { IdentityPoolLimiter } from "../src/db/identity-limit.js";
-import { countResponse } from "../src/stats.js";
 import { identityOf } from "../src/identity.js";
 
 /**
@@ -46,7 +45,6 @@ export function addOverloadHook(fastify: FastifyInstance, limiter: IdentityPoolL
       "retry-after": "1",
     });
     reply.raw.end(body);
-    countResponse(graphql ? "graphql" : "other", 429);
     refusedSinceLog++;
     const now = Date.now();
     if (now - lastLogAt >= 1000) {

@@ -22,6 +22,7 @@ import { listenForCredentialChanges } from "./db/credential-events.js";
 import { createApiKeyUsage } from "./api-key-usage.js";
 import { createIdentityPoolLimiter, DEFAULT_IDENTITY_LIMITS } from "./db/identity-limit.js";
 import { HubPlaygroundPlugin } from "./graphql/sessions.js";
+import { createServerStats, setLatestServerStats } from "./stats.js";
 
 export interface RunningServer {
   port: number;
@@ -81,6 +82,8 @@ export async function startAndListen(
   const config = readConfig(process.env, options as Record<string, unknown>);
   const log = createLogger({ level: config.logLevel, pretty: config.nodeEnv === "development" && process.stdout.isTTY === true });
   setLogger(log);
+  // Counted from this call: uptime and requests of this server alone.
+  const stats = createServerStats();
 
   const cleanup: (() => Promise<unknown>)[] = [];
   let opened: OpenedDatabase | undefined;
@@ -145,6 +148,7 @@ export async function startAndListen(
     const expressApp = options.configureApp ? await createExpressApp(options.configureApp, pools.superuser) : undefined;
     const app = createFastify({
       logger: log,
+      stats,
       bodyLimit: MAX_BODY,
       requestTimeoutMs: options.requestTimeoutMs ?? 30_000,
       messageClasses: expressApp?.messageClasses,
@@ -158,7 +162,7 @@ export async function startAndListen(
     // Registered last so it runs first: stop accepting and finish in-flight requests before anything they use closes.
     cleanup.push(() => closeWithin(app, options.shutdownTimeoutMs ?? 10_000, log));
     await mountGraphQL(app, pgl);
-    if (expressApp) await mountExpressApp(app, expressApp.app, identityLimiter.poolFor);
+    if (expressApp) await mountExpressApp(app, expressApp.app, stats, identityLimiter.poolFor);
     await app.listen({ port: config.port, host: config.host });
     const address = app.server.address();
     const port = typeof address === "object" && address ? address.port : config.port;
@@ -167,6 +171,7 @@ export async function startAndListen(
     if (config.playground && config.nodeEnv === "production") {
       log.warn("the playground is on in production: anyone can create players and sessions with hubCreatePlaygroundSession (HUB_PLAYGROUND=off or playground: false turns it off)");
     }
+    setLatestServerStats(stats);
     log.info({ url: `${url}/graphql`, dataDir: embedded ? config.dataDir : undefined }, `hub listening on ${url}/graphql`);
 
     let stopping: Promise<void> | undefined;
