@@ -1,21 +1,15 @@
 import type { FastifyInstance } from "fastify";
-import type { Identity } from "../src/identity.js";
+import { setIdentity } from "../src/identity.js";
 import type { IdentityResolver } from "../src/identity-resolver.js";
 import type { ApiKeyUsage } from "../src/api-key-usage.js";
 import { isPoolSaturated } from "../src/db/pools.js";
 import { ErrorCode } from "../src/errors.js";
 
-declare module "fastify" {
-  interface FastifyRequest {
-    identity: Identity | undefined;
-  }
-}
-
 /**
  * The one place the Authorization header is read. Registered
- * before everything else, it puts the identity on the Fastify request and on
- * the raw Node request, which is Express's `req` and what grafserv hands to
- * the GraphQL context, so nothing downstream parses the header again.
+ * before everything else, it puts the identity on the raw Node request
+ * (setIdentity), which is Express's `req` and what grafserv hands to the
+ * GraphQL context, so nothing downstream parses the header again.
  *
  * A bad credential is simply no identity: routes and resolvers decide what
  * that means. Only a failing database lookup answers 503, because
@@ -24,7 +18,6 @@ declare module "fastify" {
  * use their own small pool, so plugin work never makes them wait.
  */
 export function addAuthHook(fastify: FastifyInstance, resolver: IdentityResolver, usage?: ApiKeyUsage): void {
-  fastify.decorateRequest("identity", undefined);
   fastify.addHook("onRequest", (request, reply, done) => {
     const header = request.headers.authorization;
     if (header === undefined) {
@@ -33,9 +26,8 @@ export function addAuthHook(fastify: FastifyInstance, resolver: IdentityResolver
     }
     resolver.resolve(header).then(
       (identity) => {
-        request.identity = identity;
+        setIdentity(request.raw, identity);
         if (identity?.kind === "operator") usage?.record(identity.apiKeyId);
-        (request.raw as { identity?: Identity }).identity = identity;
         done();
       },
       (error: unknown) => {

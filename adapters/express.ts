@@ -3,8 +3,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import http from "node:http";
 import type pg from "pg";
 import type { ConfigureApp, ConfigureAppArgument } from "../src/options.js";
-import { countResponse } from "../src/stats.js";
-import type { Identity } from "../src/identity.js";
+import { attachServerStats, type ServerStatsRecorder } from "../src/stats.js";
+import { identityOf, type Identity } from "../src/identity.js";
 
 /** The user's Express app, configured, and what Node's server needs to build its requests. */
 export interface ExpressApp {
@@ -79,7 +79,14 @@ function adoptAsAppPrototype(app: Express, key: "request" | "response", proto: o
  *   middleware handled gets a JSON error (its status when it carries a 4xx one,
  *   as body-parser's do; 500 otherwise, logged with the request id).
  */
-export async function mountExpressApp(fastify: FastifyInstance, app: Express, poolFor?: (identity: Identity | undefined) => pg.Pool): Promise<void> {
+export async function mountExpressApp(
+  fastify: FastifyInstance,
+  app: Express,
+  stats: ServerStatsRecorder,
+  poolFor?: (identity: Identity | undefined) => pg.Pool,
+): Promise<void> {
+  // serverStats(req) in a route: this server's counters, inherited by every request (no per-request cost).
+  attachServerStats(app.request, stats);
   await fastify.register(async (scope) => {
     // The body stream is Express's to read (express.json() & co.), not Fastify's.
     scope.removeAllContentTypeParsers();
@@ -88,18 +95,18 @@ export async function mountExpressApp(fastify: FastifyInstance, app: Express, po
       reply.hijack();
       const started = process.hrtime.bigint();
       reply.raw.once("finish", () => {
-        countResponse("express", reply.raw.statusCode);
         request.log.info(
           { res: { statusCode: reply.raw.statusCode }, responseTime: Number(process.hrtime.bigint() - started) / 1e6 },
           "request completed",
         );
       });
       // req.superuserPool: the superuser pool bounded for this request's player or API key.
-      if (poolFor) (request.raw as { superuserPool?: pg.Pool }).superuserPool = poolFor(request.identity);
+      if (poolFor) (request.raw as { superuserPool?: pg.Pool }).superuserPool = poolFor(identityOf(request.raw));
       app(request.raw as never, reply.raw as never, (error?: unknown) => finish(request, reply, error));
     };
-    scope.all("/", handler);
-    scope.all("/*", handler);
+    // Counted by the server's onResponse hook (adapters/fastify.ts), which also runs for hijacked replies.
+    scope.all("/", { config: { countAs: "express" } }, handler);
+    scope.all("/*", { config: { countAs: "express" } }, handler);
   });
 }
 

@@ -3,8 +3,15 @@ import { randomUUID } from "node:crypto";
 import diagnosticsChannel from "node:diagnostics_channel";
 import type { ServerOptions } from "node:http";
 import type { Logger } from "../src/logger.js";
-import { countResponse } from "../src/stats.js";
+import type { ResponseKind, ServerStatsRecorder } from "../src/stats.js";
 import { lazyChildLoggerFactory } from "./request-logger.js";
+
+declare module "fastify" {
+  interface FastifyContextConfig {
+    /** How the route's responses count in serverStats (default: "graphql" for /graphql, else "other"). */
+    countAs?: ResponseKind;
+  }
+}
 
 export interface FastifyOptions {
   logger: Logger;
@@ -12,6 +19,8 @@ export interface FastifyOptions {
   bodyLimit: number;
   /** Longest time to receive a whole request (408 beyond); 0 = none. */
   requestTimeoutMs: number;
+  /** This server's request counters (serverStats). */
+  stats: ServerStatsRecorder;
   /** Node's request/response classes, when not its own (adapters/express.ts). */
   messageClasses?: Pick<ServerOptions, "IncomingMessage" | "ServerResponse"> | undefined;
 }
@@ -54,9 +63,11 @@ export function createFastify(options: FastifyOptions): FastifyInstance {
     forceCloseConnections: "idle",
     routerOptions: { ignoreTrailingSlash: true },
   });
-  // Express requests are hijacked and counted by the Express adapter instead.
+  // Every response once, hijacked ones (the Express app's) included: their routes say what they count as.
+  const { stats } = options;
   app.addHook("onResponse", (request, reply, done) => {
-    countResponse(request.routeOptions.url === "/graphql" ? "graphql" : "other", reply.statusCode);
+    const kind = request.routeOptions.config.countAs ?? (request.routeOptions.url === "/graphql" ? "graphql" : "other");
+    stats.countResponse(kind, reply.raw.statusCode);
     done();
   });
   app.setNotFoundHandler((request, reply) => {

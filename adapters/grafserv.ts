@@ -1,6 +1,9 @@
 import type { FastifyInstance } from "fastify";
 import { grafserv } from "grafserv/fastify/v5";
+import type {} from "grafserv/node"; // declares requestContext.node
 import type { PostGraphileInstance } from "postgraphile";
+import { identityOf } from "../src/identity.js";
+import type { RequestInfo } from "../src/preset.js";
 
 /**
  * POST and GET /graphql through grafserv's Fastify v5 adapter. GET serves
@@ -10,4 +13,14 @@ import type { PostGraphileInstance } from "postgraphile";
 export async function mountGraphQL(app: FastifyInstance, pgl: PostGraphileInstance): Promise<void> {
   const serv = pgl.createServ(grafserv);
   await serv.addTo(app);
+}
+
+/**
+ * The preset's `requestInfo`: what the GraphQL context takes from the HTTP
+ * request. grafserv hands over the raw Node request (where the auth hook left
+ * the identity) under `node`, whichever server adapter runs it, and Fastify's
+ * request (with its id) under `fastifyv5`.
+ */
+export function grafservRequestInfo(requestContext: Partial<Grafast.RequestContext>): RequestInfo {
+  return { identity: identityOf(requestContext.node?.req), requestId: requestContext.fastifyv5?.request.id };
 }

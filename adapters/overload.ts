@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import type { IdentityPoolLimiter } from "../src/db/identity-limit.js";
-import { countResponse } from "../src/stats.js";
 import { ErrorCode } from "../src/errors.js";
+import { identityOf } from "../src/identity.js";
 
 /**
  * One player (or API key) has at most perIdentityConnections +
@@ -21,7 +21,7 @@ export function addOverloadHook(fastify: FastifyInstance, limiter: IdentityPoolL
   let refusedSinceLog = 0;
   let lastLogAt = 0;
   fastify.addHook("onRequest", (request, reply, done) => {
-    const identity = request.identity;
+    const identity = identityOf(request.raw);
     if (identity === undefined) {
       done();
       return;
@@ -46,7 +46,6 @@ export function addOverloadHook(fastify: FastifyInstance, limiter: IdentityPoolL
       "retry-after": "1",
     });
     reply.raw.end(body);
-    countResponse(graphql ? "graphql" : "other", 429);
     refusedSinceLog++;
     const now = Date.now();
     if (now - lastLogAt >= 1000) {

@@ -73,7 +73,8 @@ export function configureReferenceRoutes({ app, superuserPool }: ConfigureAppArg
               (select count(*)::int from app.coinflip_bet) as coinflip_bets,
               (select coalesce(sum(wagered), 0)::float8 from hub.bankroll) as wagered`,
     );
-    const stats = serverStats();
+    // This server's figures (a process may run several servers).
+    const stats = serverStats(req);
     const bets = rows[0]!;
     res.json({
       metrics: {

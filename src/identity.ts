@@ -1,3 +1,4 @@
+import type { IncomingMessage } from "node:http";
 import type { DbSession, DbUser } from "./db/types.js";
 
 /**
@@ -20,23 +21,68 @@ export interface OperatorIdentity {
 }
 
 /**
+ * A request that carries the identity: the raw Node request, which is also
+ * Express's `req` (as `req.identity`) and what grafserv hands to the GraphQL
+ * context. Only the auth hook writes it (setIdentity); everything downstream
+ * reads it with identityOf.
+ */
+export interface WithIdentity {
+  identity?: Identity | undefined;
+}
+
+/** Leave the identity on the request, for Express (`req.identity`) and GraphQL (identityOf) alike. */
+export function setIdentity(req: IncomingMessage, identity: Identity | undefined): void {
+  (req as IncomingMessage & WithIdentity).identity = identity;
+}
+
+/** The identity the auth hook left on this request, or undefined (anonymous, or a bad credential). */
+export function identityOf(req: IncomingMessage | undefined): Identity | undefined {
+  return (req as (IncomingMessage & WithIdentity) | undefined)?.identity;
+}
+
+/**
+ * The contract between this server and the row-level security policies of the
+ * core migrations: the role every GraphQL request switches to, and the
+ * transaction settings that say who is asking. The SQL side reads them with
+ * `current_setting(name, true)`:
+ *
+ * - `session.user_id`, `session.casino_id`, `session.experience_id`,
+ *   `session.id`: hub_hidden.current_user_id(), current_casino_id(),
+ *   current_experience_id() and current_session_id();
+ * - `operator.api_key`: hub_hidden.is_operator() (set to the key's id).
+ *
+ * Renaming one here means renaming it in those functions too.
+ */
+export const GRAPHQL_ROLE = "app_postgraphile";
+export const PG_SETTING = {
+  role: "role",
+  statementTimeout: "statement_timeout",
+  sessionId: "session.id",
+  userId: "session.user_id",
+  casinoId: "session.casino_id",
+  experienceId: "session.experience_id",
+  operatorApiKey: "operator.api_key",
+} as const;
+
+/**
  * Transaction settings for one GraphQL request: switch to app_postgraphile and
  * tell the RLS policies who is asking (hub_hidden.current_user_id() & co.).
  */
 export function pgSettingsFor(identity: Identity | undefined, statementTimeoutMs = 0): Record<string, string> {
-  const base: Record<string, string> = statementTimeoutMs > 0 ? { role: "app_postgraphile", statement_timeout: String(statementTimeoutMs) } : { role: "app_postgraphile" };
+  const base: Record<string, string> =
+    statementTimeoutMs > 0 ? { [PG_SETTING.role]: GRAPHQL_ROLE, [PG_SETTING.statementTimeout]: String(statementTimeoutMs) } : { [PG_SETTING.role]: GRAPHQL_ROLE };
   if (identity?.kind === "user") {
     return {
       ...base,
-      "session.id": identity.session.id,
-      "session.user_id": identity.session.user_id,
-      "session.casino_id": identity.session.casino_id,
-      "session.experience_id": identity.session.experience_id,
+      [PG_SETTING.sessionId]: identity.session.id,
+      [PG_SETTING.userId]: identity.session.user_id,
+      [PG_SETTING.casinoId]: identity.session.casino_id,
+      [PG_SETTING.experienceId]: identity.session.experience_id,
     };
   }
   if (identity?.kind === "operator") {
     // The key's id, not the key: settings are visible in pg_stat_activity and logs.
-    return { ...base, "operator.api_key": identity.apiKeyId };
+    return { ...base, [PG_SETTING.operatorApiKey]: identity.apiKeyId };
   }
   return base;
 }

@@ -1,5 +1,6 @@
 import { pino, type Logger } from "pino";
 import type { LogLevel } from "./config.js";
+import { forwardingProxy } from "./forwarding-proxy.js";
 
 export type { Logger };
 
@@ -46,9 +47,7 @@ export function setLogger(logger: Logger): void {
   current = logger;
 }
 
-export const logger: Logger = new Proxy({} as Logger, {
-  get(_target, prop) {
-    const value = Reflect.get(current, prop, current) as unknown;
-    return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(current) : value;
-  },
-});
+export const logger: Logger = forwardingProxy(
+  () => current,
+  () => undefined,
+);

@@ -1,4 +1,9 @@
 /**
+ * What a client sees of an error (grafserv's maskError, makeMaskError below):
+ * errors raised on purpose pass; database outages, saturation and timeouts get
+ * their own code; refusals of the client's input are the client's error; any
+ * other error is a fault of the server, logged with a reference id.
+ *
  * Input a client sent that the database refused is the client's mistake, not a
  * fault of the server. Whichever code sent it to Postgres (PostGraphile's own
  * SQL, a resolver-style plugin, a plan-style plugin on superuserPool), the error
@@ -16,10 +21,103 @@
  * without a code (validation, variables, operation name, pagination cursors)
  * get one, so a client can tell every refusal of its input by extensions.code.
  */
-import { GraphQLError, Kind, type ASTNode, type ASTVisitor, type ObjectFieldNode, type ValidationContext, type ValidationRule } from "graphql";
+import {
+  GraphQLError,
+  Kind,
+  type ASTNode,
+  type ASTVisitor,
+  type GraphQLErrorExtensions,
+  type ObjectFieldNode,
+  type ValidationContext,
+  type ValidationRule,
+} from "graphql";
 import { isPromiseLike, isSafeError, lambda, SafeError, type FieldArg } from "grafast";
+import { randomBytes } from "node:crypto";
 import type { Logger } from "./logger.js";
 import { ErrorCode } from "./errors.js";
+import { isPoolSaturated } from "./db/pools.js";
+import { requestIdOf } from "./request-id.js";
+
+/**
+ * A copy of a GraphQL error at the same place (document nodes, source
+ * positions, result path) with another message, cause or extensions: what the
+ * client receives instead of the error raised. Extensions left out (or null)
+ * are taken from the cause, as GraphQLError does.
+ */
+export function rebuildGraphQLError(
+  error: GraphQLError,
+  changes: { message?: string; originalError?: Error | undefined; extensions?: GraphQLErrorExtensions | null },
+): GraphQLError {
+  return new GraphQLError(changes.message ?? error.message, {
+    nodes: error.nodes,
+    source: error.source,
+    positions: error.positions,
+    path: error.path,
+    originalError: changes.originalError ?? error.originalError,
+    extensions: changes.extensions ?? null,
+  });
+}
+
+// ------------------------------------------------------------------ the mask
+
+/**
+ * Errors a plugin throws on purpose (GraphQLError, grafast SafeError) reach the
+ * client as they are; anything else is an internal failure: the client gets an
+ * id, the log gets the error with the same id (never `console`).
+ */
+export function makeMaskError(log: Logger) {
+  return (error: GraphQLError): GraphQLError => {
+    const original = error.originalError;
+    if (!original && error instanceof GraphQLError) return error;
+    if (original instanceof GraphQLError) return error;
+    if (original != null && isSafeError(original)) {
+      return rebuildGraphQLError(error, { message: original.message, extensions: (original as { extensions?: Record<string, unknown> }).extensions ?? null });
+    }
+    const reqId = requestIdOf(error);
+    const refused = maskClientInputError(error, original, log, reqId);
+    if (refused) return refused;
+    const errorId = randomBytes(6).toString("hex");
+    // Failures a client should treat differently from a bug: say what they are
+    // (and nothing more), so clients can retry an outage or shrink a query.
+    const known = classifyDatabaseError(original);
+    // A saturated pool or a query cut by the statement timeout is load, not a
+    // fault of the server's code: worth a warning, not an error-level alert.
+    const level = known?.code === ErrorCode.SERVER_BUSY || known?.code === ErrorCode.STATEMENT_TIMEOUT ? "warn" : "error";
+    log[level]({ errorId, reqId, err: original ?? error, path: error.path, code: known?.code }, "masked GraphQL error");
+    if (known) {
+      return rebuildGraphQLError(error, { message: known.message, extensions: { errorId, code: known.code } });
+    }
+    return rebuildGraphQLError(error, {
+      message: `Internal error (reference ${errorId}); the server log has the details.`,
+      extensions: { errorId, code: ErrorCode.INTERNAL_SERVER_ERROR },
+    });
+  };
+}
+
+/** Connection-level failures (Postgres stopped, restarting, unreachable) and statement timeouts. */
+export function classifyDatabaseError(error: unknown): { code: string; message: string } | undefined {
+  const e = error as { code?: unknown; message?: unknown } | null | undefined;
+  if (!e || typeof e !== "object") return undefined;
+  const code = typeof e.code === "string" ? e.code : "";
+  const message = typeof e.message === "string" ? e.message : "";
+  if (code === "57014" && /statement timeout/.test(message)) {
+    return { code: ErrorCode.STATEMENT_TIMEOUT, message: "The query took longer than the server's statement timeout and was cancelled." };
+  }
+  // Every pooled connection stayed in use for the whole connection timeout: busy, not down.
+  if (isPoolSaturated(error)) {
+    return { code: ErrorCode.SERVER_BUSY, message: "The server is busy: every database connection stayed in use; retry shortly." };
+  }
+  if (
+    ["57P01", "57P02", "57P03", "53300", "ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT"].includes(code) ||
+    code.startsWith("08") ||
+    /Connection terminated|not queryable|Client has encountered a connection error/i.test(message)
+  ) {
+    return { code: ErrorCode.DATABASE_UNAVAILABLE, message: "The database is unavailable; retry shortly." };
+  }
+  return undefined;
+}
+
+// ------------------------------------------------------ refused by the database
 
 /** Codes of client errors raised from database refusals (README: "Errors caused by the client's input"). */
 export type ClientInputCode =
@@ -157,14 +255,7 @@ export function maskClientInputError(error: GraphQLError, original: unknown, log
   if (!known) return undefined;
   const { code, message, sqlstate, constraint } = known;
   log.info({ reqId, code, sqlstate, constraint, path: error.path, reason: (original as Error).message }, "request refused: the database rejected the client's input");
-  return new GraphQLError(message, {
-    nodes: error.nodes,
-    source: error.source,
-    positions: error.positions,
-    path: error.path,
-    originalError: original as Error,
-    extensions: { code, sqlstate, ...(constraint ? { constraint } : {}) },
-  });
+  return rebuildGraphQLError(error, { message, originalError: original as Error, extensions: { code, sqlstate, ...(constraint ? { constraint } : {}) } });
 }
 
 // --------------------------------------------------------- before the database
@@ -246,14 +337,7 @@ const noNulLiteralsRule: ValidationRule = (context: ValidationContext): ASTVisit
 /** A copy of a GraphQL error with this code, unless it has one. */
 function withCode(error: GraphQLError, code: string): GraphQLError {
   if (typeof error.extensions?.code === "string") return error;
-  return new GraphQLError(error.message, {
-    nodes: error.nodes,
-    source: error.source,
-    positions: error.positions,
-    path: error.path,
-    originalError: error.originalError,
-    extensions: { ...error.extensions, code },
-  });
+  return rebuildGraphQLError(error, { extensions: { ...error.extensions, code } });
 }
 
 /**
@@ -292,7 +376,7 @@ function codeRequestErrors<R>(result: R): R {
       changed = true;
       // The mask rebuilds a SafeError's GraphQL error from the SafeError's own extensions.
       const coded = new SafeError(original.message, { ...original.extensions, code: ErrorCode.BAD_USER_INPUT });
-      return new GraphQLError(error.message, { nodes: error.nodes, source: error.source, positions: error.positions, path: error.path, originalError: coded });
+      return rebuildGraphQLError(error, { originalError: coded });
     }
     if (!beforeExecution) return error;
     const code = /^Variable "\$/.test(error.message)

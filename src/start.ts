@@ -12,7 +12,7 @@ import { validateOptions, type ServerOptions } from "./options.js";
 import { makePreset } from "./preset.js";
 import { defaultPlugins } from "./default-plugins.js";
 import { createFastify } from "../adapters/fastify.js";
-import { mountGraphQL } from "../adapters/grafserv.js";
+import { grafservRequestInfo, mountGraphQL } from "../adapters/grafserv.js";
 import { addAuthHook } from "../adapters/auth.js";
 import { addOverloadHook } from "../adapters/overload.js";
 import { createExpressApp, mountExpressApp } from "../adapters/express.js";
@@ -22,6 +22,7 @@ import { listenForCredentialChanges } from "./db/credential-events.js";
 import { createApiKeyUsage } from "./api-key-usage.js";
 import { createIdentityPoolLimiter, DEFAULT_IDENTITY_LIMITS } from "./db/identity-limit.js";
 import { HubPlaygroundPlugin } from "./graphql/sessions.js";
+import { createServerStats, setLatestServerStats } from "./stats.js";
 
 export interface RunningServer {
   port: number;
@@ -34,6 +35,13 @@ export interface RunningServer {
 }
 
 const MAX_BODY = 1024 * 1024;
+
+/**
+ * GraphQL transactions send their prologue (begin, set_config) with their first
+ * query in one round trip: the GraphQL pool in node-postgres's pipeline mode,
+ * and the pipelined adaptor on it (src/db/pipelined-adaptor.ts). One choice for both.
+ */
+const PIPELINED_GRAPHQL = true;
 
 /**
  * Stop accepting, let in-flight requests finish, and after timeoutMs cut the
@@ -74,6 +82,8 @@ export async function startAndListen(
   const config = readConfig(process.env, options as Record<string, unknown>);
   const log = createLogger({ level: config.logLevel, pretty: config.nodeEnv === "development" && process.stdout.isTTY === true });
   setLogger(log);
+  // Counted from this call: uptime and requests of this server alone.
+  const stats = createServerStats();
 
   const cleanup: (() => Promise<unknown>)[] = [];
   let opened: OpenedDatabase | undefined;
@@ -85,7 +95,7 @@ export async function startAndListen(
     const urls = { databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl };
     const embedded = db.embedded;
 
-    const pools: HubPools = await retryWhileEmbeddedRestarts(db, () => openPools(urls, log));
+    const pools: HubPools = await retryWhileEmbeddedRestarts(db, () => openPools(urls, log, { graphqlPipeline: PIPELINED_GRAPHQL }));
     cleanup.push(() => Promise.all([endPool(pools.graphql), endPool(pools.superuser), endPool(pools.credentials)]));
     // Connected while the rest starts, so the first credential lookup finds a warm connection.
     pools.credentials.query("select 1").catch(() => undefined);
@@ -105,6 +115,8 @@ export async function startAndListen(
       plugins: [...(options.plugins ?? defaultPlugins), ...(config.playground ? [HubPlaygroundPlugin] : [])],
       extraPgSchemas: options.extraPgSchemas ?? [],
       graphqlPool: pools.graphql,
+      pipelinedPg: PIPELINED_GRAPHQL,
+      requestInfo: grafservRequestInfo,
       superuserPool: pools.superuser,
       superuserPoolFor: identityLimiter.poolFor,
       graphiql: options.graphiql ?? config.nodeEnv !== "production",
@@ -136,6 +148,7 @@ export async function startAndListen(
     const expressApp = options.configureApp ? await createExpressApp(options.configureApp, pools.superuser) : undefined;
     const app = createFastify({
       logger: log,
+      stats,
       bodyLimit: MAX_BODY,
       requestTimeoutMs: options.requestTimeoutMs ?? 30_000,
       messageClasses: expressApp?.messageClasses,
@@ -149,7 +162,7 @@ export async function startAndListen(
     // Registered last so it runs first: stop accepting and finish in-flight requests before anything they use closes.
     cleanup.push(() => closeWithin(app, options.shutdownTimeoutMs ?? 10_000, log));
     await mountGraphQL(app, pgl);
-    if (expressApp) await mountExpressApp(app, expressApp.app, identityLimiter.poolFor);
+    if (expressApp) await mountExpressApp(app, expressApp.app, stats, identityLimiter.poolFor);
     await app.listen({ port: config.port, host: config.host });
     const address = app.server.address();
     const port = typeof address === "object" && address ? address.port : config.port;
@@ -158,6 +171,7 @@ export async function startAndListen(
     if (config.playground && config.nodeEnv === "production") {
       log.warn("the playground is on in production: anyone can create players and sessions with hubCreatePlaygroundSession (HUB_PLAYGROUND=off or playground: false turns it off)");
     }
+    setLatestServerStats(stats);
     log.info({ url: `${url}/graphql`, dataDir: embedded ? config.dataDir : undefined }, `hub listening on ${url}/graphql`);
 
     let stopping: Promise<void> | undefined;

@@ -2,7 +2,7 @@ import "./helpers/env.js";
 import t from "tap";
 import cors from "cors";
 import client from "prom-client";
-import { startAndListen, type RunningServer } from "@hubpkg/hub";
+import { serverStats, startAndListen, type RunningServer, type ServerStats } from "@hubpkg/hub";
 import express, { Router, json, urlencoded, raw, text, type HubRequest, type Request, type Response, type NextFunction } from "@hubpkg/hub/express";
 import http from "node:http";
 import { gql } from "./helpers/http.js";
@@ -282,6 +282,27 @@ t.test("the other revision: configureApp(app) with the app as its only argument,
   const res = await fetch(`${hub2.url}/health`);
   t.same(await res.json(), { status: "ok" });
   t.same((await gql(hub2.url, "{ __typename }")).body, { data: { __typename: "Query" } });
+});
+
+t.test("serverStats(req): each server in the process counts its own requests", async (t) => {
+  const statsRoute = (app: express.Express) => {
+    app.get("/stats", (req, res) => res.json(serverStats(req)));
+  };
+  const a = await startAndListen({ ...base, dataDir: tmpDir(t), configureApp: statsRoute });
+  t.teardown(() => a.stop());
+  const b = await startAndListen({ ...base, dataDir: tmpDir(t), configureApp: statsRoute });
+  t.teardown(() => b.stop());
+  const statsOf = async (url: string) => (await (await fetch(`${url}/stats`)).json()) as ServerStats;
+
+  for (let i = 0; i < 3; i++) t.equal((await gql(a.url, "{ __typename }")).status, 200);
+  t.equal((await fetch(`${a.url}/nowhere`)).status, 404);
+  const ofA = await statsOf(a.url);
+  // The /stats request itself is counted once answered; each response once (Express's are hijacked from Fastify).
+  t.same(ofA.requests, { total: 4, graphql: 3, express: 1, status2xx: 3, status3xx: 0, status4xx: 1, status5xx: 0 }, "A counts its own requests, each once");
+  const ofB = await statsOf(b.url);
+  t.same(ofB.requests, { total: 0, graphql: 0, express: 0, status2xx: 0, status3xx: 0, status4xx: 0, status5xx: 0 }, "B saw none of A's requests");
+  t.not(ofA.startedAt, undefined);
+  t.equal(serverStats().startedAt, ofB.startedAt, "without a request: the server started last");
 });
 
 t.test("@hubpkg/hub/express exports Express's runtime API", async (t) => {

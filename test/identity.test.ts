@@ -10,6 +10,7 @@ import { createApiKey, createSession, digest, ensurePlayer, newToken } from "../
 import { startEmbeddedPostgres } from "../dist/src/db/embedded.js";
 import { migrate } from "../dist/src/db/migrate.js";
 import { createLogger } from "../dist/src/logger.js";
+import { GRAPHQL_ROLE, PG_SETTING, identityOf, pgSettingsFor, setIdentity } from "../dist/src/identity.js";
 
 const log = createLogger({ level: "error", pretty: false });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -295,4 +296,52 @@ t.test("options are checked", async (t) => {
   const uncached = createIdentityResolver(pool, { cacheTtlMs: 0 });
   const { token } = await newSession();
   t.equal((await uncached.resolve(`session:${token}`))?.kind, "user", "cacheTtlMs 0 still resolves");
+});
+
+t.test("the settings pgSettingsFor gives are the ones the row-level security functions read", async (t) => {
+  const resolver = createIdentityResolver(admin, { cacheTtlMs: 0 });
+  const { token, sessionId } = await newSession();
+  const player = await resolver.resolve(`session:${token}`);
+  const { key, id: apiKeyId } = await createApiKey(admin);
+  const operator = await resolver.resolve(`apikey:${key}`);
+  /** What the SQL side of the contract sees under these settings, as a GraphQL request would run. */
+  const asSeenBySql = async (settings: Record<string, string>) => {
+    const client = await admin.connect();
+    try {
+      await client.query("begin");
+      await client.query("select set_config(el->>0, el->>1, true) from json_array_elements($1::json) el", [JSON.stringify(Object.entries(settings))]);
+      const { rows } = await client.query<Record<string, string | boolean | null>>(
+        `select current_user as role, current_setting('statement_timeout') as timeout,
+                hub_hidden.current_user_id()::text as user_id, hub_hidden.current_casino_id()::text as casino_id,
+                hub_hidden.current_experience_id()::text as experience_id, hub_hidden.current_session_id()::text as session_id,
+                hub_hidden.is_operator() as operator`,
+      );
+      return rows[0];
+    } finally {
+      await client.query("rollback");
+      client.release();
+    }
+  };
+  t.same(await asSeenBySql(pgSettingsFor(player, 2500)), {
+    role: GRAPHQL_ROLE,
+    timeout: "2500ms",
+    user_id: user.id,
+    casino_id: casino.id,
+    experience_id: experience.id,
+    session_id: sessionId,
+    operator: false,
+  });
+  t.same(await asSeenBySql(pgSettingsFor(operator)), { role: GRAPHQL_ROLE, timeout: "0", user_id: null, casino_id: null, experience_id: null, session_id: null, operator: true });
+  t.same(await asSeenBySql(pgSettingsFor(undefined)), { role: GRAPHQL_ROLE, timeout: "0", user_id: null, casino_id: null, experience_id: null, session_id: null, operator: false });
+  t.equal(pgSettingsFor(operator)[PG_SETTING.operatorApiKey], apiKeyId, "the key's id, never the key itself");
+  t.notOk(Object.values(pgSettingsFor(operator)).includes(key));
+
+  // The hand-off from the auth hook: what setIdentity leaves, identityOf finds, and Express reads as req.identity.
+  const { IncomingMessage } = await import("node:http");
+  const { Socket } = await import("node:net");
+  const req = new IncomingMessage(new Socket());
+  t.equal(identityOf(req), undefined, "no identity until the auth hook sets one");
+  setIdentity(req, player);
+  t.equal(identityOf(req), player);
+  t.equal((req as { identity?: unknown }).identity, player, "req.identity, as Express handlers read it");
 });

@@ -6,6 +6,9 @@ import { startTestServer, type TestServer } from "@hubpkg/hub/test";
 import { createWithPgClient } from "postgraphile/adaptors/pg";
 // Internal: the GraphQL pool's withPgClient (src/db/pipelined-adaptor.ts).
 import { makePipelinedWithPgClient } from "../dist/src/db/pipelined-adaptor.js";
+import { makePreset } from "../dist/src/preset.js";
+import { DEFAULT_QUERY_LIMITS } from "../dist/src/query-limits.js";
+import { createLogger } from "../dist/src/logger.js";
 
 let server: TestServer;
 let pool: pg.Pool;
@@ -142,6 +145,42 @@ t.test("two round trips per request as Postgres sees them: begin, set_config and
   t.equal(await measure(viaPipeline, twoQueries), 3, "two queries: one more");
   t.equal(await measure(viaStock, oneQuery), 4, "control: the stock adaptor waits after begin and after set_config");
 });
+t.test("the preset's adaptor is the one its maker asks for, whatever mode the pool is in", async (t) => {
+  const counter = await roundTripCounter(new URL(server.databaseUrl));
+  // One pool in pipeline mode for both presets: only the pipelinedPg input differs.
+  const graphqlPool = new pg.Pool({ connectionString: counter.url, max: 1, pipeline: true });
+  t.teardown(async () => {
+    await graphqlPool.end();
+    await counter.close();
+  });
+  const withPgClientOf = async (pipelinedPg: boolean) => {
+    const preset = makePreset({
+      plugins: [],
+      extraPgSchemas: [],
+      graphqlPool,
+      pipelinedPg,
+      requestInfo: () => ({ identity: undefined, requestId: undefined }),
+      superuserPool: server.dbPool,
+      graphiql: false,
+      log: createLogger({ level: "silent", pretty: false }),
+      maxRequestLength: 1024,
+      limits: { ...DEFAULT_QUERY_LIMITS, introspection: false },
+      statementTimeoutMs: 0,
+    });
+    const service = preset.pgServices![0]!;
+    return (await service.adaptor.createWithPgClient(service.adaptorSettings)) as typeof withPgClient;
+  };
+  const tripsOfOneQuery = async (w: typeof withPgClient) => {
+    const request = () => w(settings, async (client) => (await client.query<{ ok: number }>({ text: "select 1 as ok" })).rows[0]!.ok);
+    await request(); // connection and per-connection setup out of the way
+    counter.reset();
+    t.equal(await request(), 1);
+    return counter.count();
+  };
+  t.equal(await tripsOfOneQuery(await withPgClientOf(true)), 2, "pipelinedPg: true: the pipelined adaptor");
+  t.equal(await tripsOfOneQuery(await withPgClientOf(false)), 4, "pipelinedPg: false: the stock adaptor, on the same pipeline-mode pool");
+});
+
 t.test("a failing callback rolls back everything it did", async (t) => {
   await t.rejects(
     withPgClient(settings, async (client) => {

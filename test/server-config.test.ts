@@ -54,3 +54,19 @@ t.test("HUB_EXAMPLES=off starts the bare hub", async (t) => {
   server.child.kill("SIGINT");
   await server.exited;
 });
+
+t.test("the options the environment picks can be read without starting a server", async (t) => {
+  // Internal: the module server.ts starts with; importing it must start nothing (no Postgres, no port).
+  const sigintListeners = process.listenerCount("SIGINT");
+  const { optionsFromEnvironment } = await import("../dist/src/environment-options.js");
+  t.same(await optionsFromEnvironment({ HUB_EXAMPLES: "off" }), {}, "HUB_EXAMPLES=off: the bare hub");
+  const demo = await optionsFromEnvironment({});
+  t.same(demo.extraPgSchemas, ["app"], "the demo by default");
+  t.equal(typeof demo.configureApp, "function");
+  t.ok(demo.plugins?.some((p) => p.name === "CoinflipBetPlugin"));
+  const fromFile = await optionsFromEnvironment({ HUB_CONFIG: path.join(ROOT, "test/fixtures/config-failing-plugin.mjs") });
+  t.ok(fromFile.plugins?.length, "HUB_CONFIG: that module's default export");
+  await t.rejects(optionsFromEnvironment({ HUB_EXAMPLES: "maybe" }), { code: "HUB_CONFIG_INVALID" });
+  await new Promise((r) => setTimeout(r, 300));
+  t.equal(process.listenerCount("SIGINT"), sigintListeners, "no server was started (it would handle SIGINT)");
+});

@@ -23,6 +23,7 @@ import Fastify, { type FastifyInstance } from "fastify";
 import fastifyExpress from "@fastify/express";
 import type pg from "pg";
 import { createExpressApp, mountExpressApp, type ExpressApp } from "../../dist/adapters/express.js";
+import { createServerStats } from "../../dist/src/stats.js";
 import type { ConfigureAppArgument } from "../../dist/src/options.js";
 
 const deprecations: string[] = [];
@@ -55,7 +56,7 @@ async function viaFastifyExpress(f: FastifyInstance, express: ExpressApp): Promi
     scope.all("/*", (_request, reply) => reply.code(404).send({ statusCode: 404 }));
   });
 }
-const viaHubBridge = (f: FastifyInstance, express: ExpressApp) => mountExpressApp(f, express.app);
+const viaHubBridge = (f: FastifyInstance, express: ExpressApp) => mountExpressApp(f, express.app, createServerStats());
 
 async function get(url: string): Promise<string> {
   const res = await fetch(url);

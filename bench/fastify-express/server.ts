@@ -33,6 +33,7 @@ import { openPools, setSuperuserPool } from "../../dist/src/db/pools.js";
 import { createIdentityPoolLimiter, DEFAULT_IDENTITY_LIMITS } from "../../dist/src/db/identity-limit.js";
 import { createLogger, setLogger } from "../../dist/src/logger.js";
 import { createFastify } from "../../dist/adapters/fastify.js";
+import { createServerStats } from "../../dist/src/stats.js";
 import { addAuthHook } from "../../dist/adapters/auth.js";
 import { addOverloadHook } from "../../dist/adapters/overload.js";
 import { mountGraphQL } from "../../dist/adapters/grafserv.js";
@@ -65,6 +66,7 @@ const limiter = createIdentityPoolLimiter(pools.superuser, { ...DEFAULT_IDENTITY
 const express = await createExpressApp(benchConfigureApp, pools.superuser);
 const app = createFastify({
   logger: log,
+  stats: createServerStats(),
   bodyLimit: MAX_BODY,
   requestTimeoutMs: 30_000,
 });

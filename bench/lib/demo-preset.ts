@@ -9,6 +9,7 @@ import { DEFAULT_QUERY_LIMITS } from "../../dist/src/query-limits.js";
 import { HubPlaygroundPlugin } from "../../dist/src/graphql/sessions.js";
 import type { HubPools } from "../../dist/src/db/pools.js";
 import type { Logger } from "../../dist/src/logger.js";
+import { grafservRequestInfo } from "../../dist/adapters/grafserv.js";
 import { demoExtraPgSchemas, demoPlugins } from "./demo.js";
 
 /** As the hub. */
@@ -19,6 +20,9 @@ export function demoPreset(config: ReturnType<typeof readConfig>, pools: HubPool
     plugins: [...demoPlugins, ...(config.playground ? [HubPlaygroundPlugin] : [])],
     extraPgSchemas: demoExtraPgSchemas,
     graphqlPool: pools.graphql,
+    // The adaptor that fits the pool as the target opened it (the baseline's is not in pipeline mode).
+    pipelinedPg: (pools.graphql.options as { pipeline?: boolean }).pipeline === true,
+    requestInfo: grafservRequestInfo,
     superuserPool: pools.superuser,
     graphiql: false,
     log,

@@ -2,6 +2,7 @@ import type pg from "pg";
 import { GraphQLError } from "graphql";
 import type { Identity } from "../identity.js";
 import { ErrorCode } from "../errors.js";
+import { boundProperty } from "../forwarding-proxy.js";
 
 /**
  * A per-identity bound on the superuser pool.
@@ -193,8 +194,7 @@ export function createIdentityPoolLimiter(pool: pg.Pool, limits: IdentityLimits)
             return undefined;
           };
         }
-        const value = Reflect.get(target, prop, target) as unknown;
-        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        return boundProperty(target, prop);
       },
     });
   }

@@ -2,6 +2,7 @@ import pg from "pg";
 import { HubError } from "../errors.js";
 import type { Logger } from "../logger.js";
 import { redactUrl } from "../config.js";
+import { forwardingProxy } from "../forwarding-proxy.js";
 
 export interface HubPools {
   /** Connects as the authenticator; every GraphQL request switches to app_postgraphile. */
@@ -51,9 +52,9 @@ function makePool(connectionString: string, name: string, max: number, log: Logg
 
 /**
  * The GraphQL pool's connections are in node-postgres's pipeline mode, for the
- * pipelined transaction prologue (src/db/pipelined-adaptor.ts; the preset uses
- * it for a pool in that mode). `graphqlPipeline: false` gives the stock
- * behaviour (the bench's baseline).
+ * pipelined transaction prologue (src/db/pipelined-adaptor.ts; whoever makes the
+ * preset passes the same choice to it as `pipelinedPg`). `graphqlPipeline: false`
+ * gives the stock behaviour (the bench's baseline).
  */
 export async function openPools(
   urls: { databaseUrl: string; superuserDatabaseUrl: string },
@@ -147,16 +148,13 @@ export function clearSuperuserPool(pool: pg.Pool): void {
  * module can import before the server starts; it forwards to the running
  * server's pool and says so clearly when used too early.
  */
-export const superuserPool: pg.Pool = new Proxy({} as pg.Pool, {
-  get(_target, prop) {
-    if (!currentSuperuserPool) {
-      if (prop === "then") return undefined; // not a thenable
-      throw new HubError(
-        "HUB_NOT_STARTED",
-        `superuserPool.${String(prop)} was used before the hub started; use it inside resolvers, plans or routes, or after startAndListen() resolves.`,
-      );
-    }
-    const value = Reflect.get(currentSuperuserPool, prop, currentSuperuserPool) as unknown;
-    return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(currentSuperuserPool) : value;
+export const superuserPool: pg.Pool = forwardingProxy(
+  () => currentSuperuserPool,
+  (prop) => {
+    if (prop === "then") return undefined; // not a thenable
+    throw new HubError(
+      "HUB_NOT_STARTED",
+      `superuserPool.${String(prop)} was used before the hub started; use it inside resolvers, plans or routes, or after startAndListen() resolves.`,
+    );
   },
-});
+);

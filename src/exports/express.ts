@@ -4,7 +4,7 @@
  */
 import express from "express";
 import type { Pool } from "pg";
-import type { Identity } from "../identity.js";
+import type { WithIdentity } from "../identity.js";
 
 export default express;
 export const { Router, json, urlencoded, raw, text } = express;
@@ -18,15 +18,14 @@ export type { Express, Response, NextFunction, RequestHandler, ErrorRequestHandl
  * superuser pool bounded for that identity (the per-player bound of the
  * GraphQL context's `superuserPool`; the unbounded pool for anonymous requests).
  */
-export type Request = express.Request & { identity?: Identity | undefined; superuserPool: Pool };
+export type Request = express.Request & WithIdentity & { superuserPool: Pool };
 /** The same type under the other revision's name. */
 export type HubRequest = Request;
 
 declare global {
   namespace Express {
     // So plain `(req, res) => req.identity` handlers type-check too.
-    interface Request {
-      identity?: Identity | undefined;
+    interface Request extends WithIdentity {
       /** Set by the hub on every request that reaches the app configured by `configureApp`. */
       superuserPool: Pool;
     }

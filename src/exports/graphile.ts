@@ -1,5 +1,5 @@
 import "../prelude.js";
-// The schema-extension API plugins are written with. makeExtendSchemaPlugin is the v4-era
-// name of extendSchema; both are exported so ported plugins work unchanged.
-export { extendSchema, makeExtendSchemaPlugin, gql, makeWrapPlansPlugin, wrapPlans, EXPORTABLE } from "graphile-utils";
+// The schema-extension API plugins are written with: graphile-utils as it is
+// (extendSchema, gql, wrapPlans, EXPORTABLE…), including makeExtendSchemaPlugin
+// and makeWrapPlansPlugin, the v4-era names, so ported plugins work unchanged.
 export * from "graphile-utils";
