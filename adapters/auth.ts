@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
-import { setIdentity } from "../src/identity.js";
-import type { IdentityResolver } from "../src/identity-resolver.js";
-import type { ApiKeyUsage } from "../src/api-key-usage.js";
+import { setIdentity } from "../src/auth/identity.js";
+import type { IdentityResolver } from "../src/auth/resolver.js";
+import type { ApiKeyUsage } from "../src/auth/api-key-usage.js";
 import { isPoolSaturated } from "../src/db/pools.js";
 import { ErrorCode } from "../src/errors.js";
 

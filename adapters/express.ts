@@ -4,7 +4,7 @@ import http from "node:http";
 import type pg from "pg";
 import type { ConfigureApp, ConfigureAppArgument } from "../src/options.js";
 import { attachServerStats, type ServerStatsRecorder } from "../src/stats.js";
-import { identityOf, type Identity } from "../src/identity.js";
+import { identityOf, type Identity } from "../src/auth/identity.js";
 
 /** The user's Express app, configured, and what Node's server needs to build its requests. */
 export interface ExpressApp {

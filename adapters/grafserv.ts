@@ -2,8 +2,8 @@ import type { FastifyInstance } from "fastify";
 import { grafserv } from "grafserv/fastify/v5";
 import type {} from "grafserv/node"; // declares requestContext.node
 import type { PostGraphileInstance } from "postgraphile";
-import { identityOf } from "../src/identity.js";
-import type { RequestInfo } from "../src/preset.js";
+import { identityOf } from "../src/auth/identity.js";
+import type { RequestInfo } from "../src/graphql/preset.js";
 
 /**
  * POST and GET /graphql through grafserv's Fastify v5 adapter. GET serves

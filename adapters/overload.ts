@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import type { IdentityPoolLimiter } from "../src/db/identity-limit.js";
 import { ErrorCode } from "../src/errors.js";
-import { identityOf } from "../src/identity.js";
+import { identityOf } from "../src/auth/identity.js";
 
 /**
  * One player (or API key) has at most perIdentityConnections +

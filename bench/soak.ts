@@ -33,7 +33,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import autocannon from "autocannon";
 import pg from "pg";
-import { createSession, ensurePlayer } from "../dist/src/credentials.js";
+import { createSession, ensurePlayer } from "../dist/src/auth/credentials.js";
 import { freePort } from "./lib/util.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");

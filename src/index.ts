@@ -1,10 +1,10 @@
 import "./prelude.js";
 
 export { startAndListen, type RunningServer } from "./start.js";
-export { defaultPlugins, HubCurrentIdentityPlugin } from "./default-plugins.js";
-export { BetInterfacePlugin } from "./bet-interface.js";
+export { defaultPlugins, HubCurrentIdentityPlugin } from "./graphql/default-plugins.js";
+export { BetInterfacePlugin } from "./graphql/bet-interface.js";
 export type { ServerOptions, ConfigureApp, ConfigureAppArgs, ConfigureAppArgument } from "./options.js";
-export type { PluginContext } from "./context.js";
-export type { Identity, UserIdentity, OperatorIdentity } from "./identity.js";
+export type { PluginContext } from "./graphql/context.js";
+export type { Identity, UserIdentity, OperatorIdentity } from "./auth/identity.js";
 export { ErrorCode, ErrorCodes, HubError, HubErrorCodes, type HubErrorCode } from "./errors.js";
 export { serverStats, type ServerStats } from "./stats.js";

@@ -9,7 +9,7 @@ import { tmpDir } from "./helpers/tmp.js";
 import { dumpDatabase, findSecret, sha256 } from "./helpers/secrets.js";
 // Internal units, to inspect what the CLI wrote: the compiled files.
 import { startEmbeddedPostgres } from "../dist/src/db/embedded.js";
-import { createIdentityResolver } from "../dist/src/identity-resolver.js";
+import { createIdentityResolver } from "../dist/src/auth/resolver.js";
 import { createLogger } from "../dist/src/logger.js";
 
 interface Run {

@@ -126,7 +126,7 @@ t.test("Postgres stopped under load: requests fail fast (GraphQL error or 503), 
   // "A clear GraphQL error": the client must be able to tell a database outage
   // (retry shortly) from a bug. Today a lost database is masked like any other
   // unexpected error ("Internal error (reference …)", code INTERNAL_SERVER_ERROR);
-  // see the report of issue 7 for the proposed fix in src/mask-error.ts (makeMaskError).
+  // see the report of issue 7 for the proposed fix in src/graphql/mask-error.ts (makeMaskError).
   const anonError = anon.body.errors?.[0];
   t.match(
     { message: anonError?.message, code: anonError?.extensions?.code },

@@ -4,13 +4,13 @@ import pg from "pg";
 import t from "tap";
 import { tmpDir } from "./helpers/tmp.js";
 // Internal units, not part of the package's public API: the compiled files.
-import { createIdentityResolver } from "../dist/src/identity-resolver.js";
+import { createIdentityResolver } from "../dist/src/auth/resolver.js";
 import { MAX_CREDENTIAL_LENGTH } from "../dist/src/parse.js";
-import { createApiKey, createSession, digest, ensurePlayer, newToken } from "../dist/src/credentials.js";
+import { createApiKey, createSession, digest, ensurePlayer, newToken } from "../dist/src/auth/credentials.js";
 import { startEmbeddedPostgres } from "../dist/src/db/embedded.js";
 import { migrate } from "../dist/src/db/migrate.js";
 import { createLogger } from "../dist/src/logger.js";
-import { GRAPHQL_ROLE, PG_SETTING, identityOf, pgSettingsFor, setIdentity } from "../dist/src/identity.js";
+import { GRAPHQL_ROLE, PG_SETTING, identityOf, pgSettingsFor, setIdentity } from "../dist/src/auth/identity.js";
 
 const log = createLogger({ level: "error", pretty: false });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

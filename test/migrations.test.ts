@@ -6,7 +6,7 @@ import pg from "pg";
 import t from "tap";
 import { startAndListen } from "@hubpkg/hub";
 import { CORE_MIGRATIONS_DIR, readCoreMigrations } from "../dist/src/db/core-migrations.js";
-import { coreChecksum } from "../dist/src/test-kit-cluster.js";
+import { coreChecksum } from "../dist/src/test-kit/cluster.js";
 import { ROOT } from "./helpers/process.js";
 import { tmpDir, writeFiles } from "./helpers/tmp.js";
 

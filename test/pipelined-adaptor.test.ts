@@ -6,8 +6,8 @@ import { startTestServer, type TestServer } from "@hubpkg/hub/test";
 import { createWithPgClient } from "postgraphile/adaptors/pg";
 // Internal: the GraphQL pool's withPgClient (src/db/pipelined-adaptor.ts).
 import { makePipelinedWithPgClient } from "../dist/src/db/pipelined-adaptor.js";
-import { makePreset } from "../dist/src/preset.js";
-import { DEFAULT_QUERY_LIMITS } from "../dist/src/query-limits.js";
+import { makePreset } from "../dist/src/graphql/preset.js";
+import { DEFAULT_QUERY_LIMITS } from "../dist/src/graphql/query-limits.js";
 import { createLogger } from "../dist/src/logger.js";
 
 let server: TestServer;

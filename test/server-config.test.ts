@@ -58,7 +58,7 @@ t.test("HUB_EXAMPLES=off starts the bare hub", async (t) => {
 t.test("the options the environment picks can be read without starting a server", async (t) => {
   // Internal: the module server.ts starts with; importing it must start nothing (no Postgres, no port).
   const sigintListeners = process.listenerCount("SIGINT");
-  const { optionsFromEnvironment } = await import("../dist/src/environment-options.js");
+  const { optionsFromEnvironment } = await import("../dist/src/bin/environment-options.js");
   t.same(await optionsFromEnvironment({ HUB_EXAMPLES: "off" }), {}, "HUB_EXAMPLES=off: the bare hub");
   const demo = await optionsFromEnvironment({});
   t.same(demo.extraPgSchemas, ["app"], "the demo by default");

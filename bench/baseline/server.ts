@@ -31,13 +31,13 @@ import { lexicographicSortSchema, printSchema } from "graphql";
 import fs from "node:fs";
 // The hub's own building blocks, as src/start.ts assembles them (keep in step with it).
 import { readConfig } from "../../dist/src/config.js";
-import { createIdentityResolver } from "../../dist/src/identity-resolver.js";
-import { createApiKeyUsage } from "../../dist/src/api-key-usage.js";
+import { createIdentityResolver } from "../../dist/src/auth/resolver.js";
+import { createApiKeyUsage } from "../../dist/src/auth/api-key-usage.js";
 import { listenForCredentialChanges } from "../../dist/src/db/credential-events.js";
 import { endPool, openDatabase } from "../../dist/src/db/database.js";
 import { openPools, setSuperuserPool } from "../../dist/src/db/pools.js";
 import { createLogger, setLogger } from "../../dist/src/logger.js";
-import type { Identity } from "../../dist/src/identity.js";
+import type { Identity } from "../../dist/src/auth/identity.js";
 import { benchConfigureApp } from "../lib/demo.js";
 import { demoPreset } from "../lib/demo-preset.js";
 import { serveBench } from "../lib/child.js";

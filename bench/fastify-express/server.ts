@@ -25,8 +25,8 @@ import fastifyExpress from "@fastify/express";
 import { postgraphile } from "postgraphile";
 // The hub's own building blocks, as src/start.ts assembles them (keep in step with it).
 import { readConfig } from "../../dist/src/config.js";
-import { createIdentityResolver } from "../../dist/src/identity-resolver.js";
-import { createApiKeyUsage } from "../../dist/src/api-key-usage.js";
+import { createIdentityResolver } from "../../dist/src/auth/resolver.js";
+import { createApiKeyUsage } from "../../dist/src/auth/api-key-usage.js";
 import { listenForCredentialChanges } from "../../dist/src/db/credential-events.js";
 import { endPool, openDatabase } from "../../dist/src/db/database.js";
 import { openPools, setSuperuserPool } from "../../dist/src/db/pools.js";

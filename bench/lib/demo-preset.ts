@@ -4,8 +4,8 @@
  * hub's building blocks by hand: the baseline and the bare reference.
  */
 import { readConfig } from "../../dist/src/config.js";
-import { makePreset } from "../../dist/src/preset.js";
-import { DEFAULT_QUERY_LIMITS } from "../../dist/src/query-limits.js";
+import { makePreset } from "../../dist/src/graphql/preset.js";
+import { DEFAULT_QUERY_LIMITS } from "../../dist/src/graphql/query-limits.js";
 import { HubPlaygroundPlugin } from "../../dist/src/graphql/sessions.js";
 import type { HubPools } from "../../dist/src/db/pools.js";
 import type { Logger } from "../../dist/src/logger.js";

@@ -1,6 +1,6 @@
 /**
  * What both targets serve, so that only the architecture differs:
- *  - the demo configuration of src/server.ts: defaultPlugins plus the
+ *  - the demo configuration of src/bin/server.ts: defaultPlugins plus the
  *    reference plugins (makeCoinflip in plan style), the `app` schema and the
  *    reference migrations;
  *  - a configureApp as a user writes it: express.json(), a request-logging

@@ -10,7 +10,7 @@
  */
 import type pg from "pg";
 // Internal helpers (not a public sub-path), as the tests use them.
-import { createApiKey, createSession, ensurePlayer } from "../../dist/src/credentials.js";
+import { createApiKey, createSession, ensurePlayer } from "../../dist/src/auth/credentials.js";
 
 export interface Player {
   token: string;

@@ -427,7 +427,7 @@ export async function startEmbeddedPostgres(options: {
   /**
    * Called once the Postgres process (or initdb) runs on its own, or one is
    * found running: from then on it needs this process only to notice it is
-   * ready (src/server.ts lets this happen before its heavy imports).
+   * ready (src/bin/server.ts lets this happen before its heavy imports).
    */
   onSpawned?: () => void;
 }): Promise<EmbeddedDatabase> {

@@ -1,6 +1,6 @@
 import type pg from "pg";
 import { GraphQLError } from "graphql";
-import type { Identity } from "../identity.js";
+import type { Identity } from "../auth/identity.js";
 import { ErrorCode } from "../errors.js";
 import { boundProperty } from "../forwarding-proxy.js";
 

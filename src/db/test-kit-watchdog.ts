@@ -1,5 +1,5 @@
 /**
- * The test kit's watchdog, run by the test kit (src/test-kit-cluster.ts) as
+ * The test kit's watchdog, run by the test kit (src/test-kit/cluster.ts) as
  * `node test-kit-watchdog.js <dir> <idle milliseconds>` when it starts the
  * shared cluster in <dir>. Every 0.5 s it removes the leases (<dir>/leases/<pid>)
  * of processes that are gone; once no lease has been live for the idle time it

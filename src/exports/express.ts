@@ -4,7 +4,7 @@
  */
 import express from "express";
 import type { Pool } from "pg";
-import type { WithIdentity } from "../identity.js";
+import type { WithIdentity } from "../auth/identity.js";
 
 export default express;
 export const { Router, json, urlencoded, raw, text } = express;

@@ -14,4 +14,4 @@ export {
   type TestServerOptions,
   type GraphQLClient,
   type GraphQLResponse,
-} from "../test-kit.js";
+} from "../test-kit/index.js";

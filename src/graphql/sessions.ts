@@ -1,14 +1,14 @@
 import { GraphQLError } from "graphql";
 import { extendSchema, gql } from "graphile-utils";
-import type { PluginContext } from "../context.js";
+import type { PluginContext } from "./context.js";
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
-import { createSession, digest, ensureExperience, ensureUserAndExperience, PLAYGROUND_CASINO, DEFAULT_EXPERIENCE, USER_COLUMNS } from "../credentials.js";
+import { createSession, digest, ensureExperience, ensureUserAndExperience, PLAYGROUND_CASINO, DEFAULT_EXPERIENCE, USER_COLUMNS } from "../auth/credentials.js";
 import { describeValue, ErrorCode } from "../errors.js";
-import { clientError } from "../client-error.js";
+import { clientError } from "./client-error.js";
 import * as parse from "../parse.js";
-import { forgetSessionLocally } from "../identity-resolver.js";
-import { CasinoTokenError, verifyCasinoToken } from "../casino-token.js";
+import { forgetSessionLocally } from "../auth/resolver.js";
+import { CasinoTokenError, verifyCasinoToken } from "../auth/casino-token.js";
 import { withPgPoolTransaction } from "../db/pools.js";
 import type { DbCasino, DbExperience, DbUser } from "../db/types.js";
 

@@ -1,6 +1,6 @@
 import pg from "pg";
 // Internal helpers (not a public sub-path): tests mint real credentials in the real database.
-import { createApiKey, createSession, ensurePlayer } from "../../dist/src/credentials.js";
+import { createApiKey, createSession, ensurePlayer } from "../../dist/src/auth/credentials.js";
 
 export interface Player {
   token: string;

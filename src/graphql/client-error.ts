@@ -1,5 +1,5 @@
 import { GraphQLError, type GraphQLErrorExtensions } from "graphql";
-import type { ErrorCode } from "./errors.js";
+import type { ErrorCode } from "../errors.js";
 
 /**
  * A GraphQL error for the client: its message reaches the client as written,

@@ -4,7 +4,7 @@ import type { JWTPayload, JWTVerifyGetKey, CryptoKey } from "jose";
 // importing it costs ~60 ms of start-up.
 const loadJose = () => import("jose");
 import type pg from "pg";
-import { ErrorCode } from "./errors.js";
+import { ErrorCode } from "../errors.js";
 
 /**
  * Casino token exchange: a casino signs a short-lived JWT for its player with

@@ -14,17 +14,17 @@
  * hub_hidden.credit_balance / adjust_bankroll, so hub.ledger records them
  * (actor "test-kit") and always sums to the amounts.
  */
-import "./prelude.js";
+import "../prelude.js";
 import { print, type DocumentNode } from "graphql";
 import pg from "pg";
-import { createApiKey, createSession, USER_COLUMNS } from "./credentials.js";
-import { endPool } from "./db/database.js";
-import type { DbBalance, DbBankroll, DbCasino, DbCurrency, DbExperience, DbUser } from "./db/types.js";
-import { argumentOutOfRange, HubError, invalidArgument } from "./errors.js";
-import { createLogger } from "./logger.js";
-import type { ServerOptions } from "./options.js";
-import { startAndListen } from "./start.js";
-import { acquireCluster, createDatabase, dropDatabase, forgetCluster } from "./test-kit-cluster.js";
+import { createApiKey, createSession, USER_COLUMNS } from "../auth/credentials.js";
+import { endPool } from "../db/database.js";
+import type { DbBalance, DbBankroll, DbCasino, DbCurrency, DbExperience, DbUser } from "../db/types.js";
+import { argumentOutOfRange, HubError, invalidArgument } from "../errors.js";
+import { createLogger } from "../logger.js";
+import type { ServerOptions } from "../options.js";
+import { startAndListen } from "../start.js";
+import { acquireCluster, createDatabase, dropDatabase, forgetCluster } from "./cluster.js";
 
 // ------------------------------------------------------------- GraphQL client
 

@@ -1,5 +1,5 @@
 import type pg from "pg";
-import type { Identity } from "./identity.js";
+import type { Identity } from "../auth/identity.js";
 
 /**
  * The GraphQL context every plan and resolver receives (`PluginContext`):

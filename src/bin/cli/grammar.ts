@@ -6,10 +6,10 @@
  * in ./commands.ts.
  */
 import { parseArgs } from "node:util";
-import { DEFAULT_EXPERIENCE, PLAYGROUND_CASINO } from "../credentials.js";
-import { describeValue, HubError } from "../errors.js";
-import * as parse from "../parse.js";
-import type { Parsed } from "../parse.js";
+import { DEFAULT_EXPERIENCE, PLAYGROUND_CASINO } from "../../auth/credentials.js";
+import { describeValue, HubError } from "../../errors.js";
+import * as parse from "../../parse.js";
+import type { Parsed } from "../../parse.js";
 
 export const USAGE = `Usage: hub <command> [options]
 

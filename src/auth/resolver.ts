@@ -1,9 +1,9 @@
 import type pg from "pg";
 import { digest } from "./credentials.js";
-import type { DbUser } from "./db/types.js";
-import { describeValue, HubError } from "./errors.js";
+import type { DbUser } from "../db/types.js";
+import { describeValue, HubError } from "../errors.js";
 import type { Identity, UserIdentity } from "./identity.js";
-import * as parse from "./parse.js";
+import * as parse from "../parse.js";
 
 /**
  * Authorization header → identity (`session:` or `apikey:`), for the auth hook.

@@ -2,11 +2,11 @@
  * `node dist/server.js`: the stock server, started on import with the options
  * the environment picks (environment-options.ts: HUB_CONFIG, HUB_EXAMPLES).
  */
-import "./prelude.js";
-import { readConfig } from "./config.js";
-import { discardPrewarmed, prewarmDatabase } from "./db/database.js";
-import { createLogger } from "./logger.js";
-import { HubError } from "./errors.js";
+import "../prelude.js";
+import { readConfig } from "../config.js";
+import { discardPrewarmed, prewarmDatabase } from "../db/database.js";
+import { createLogger } from "../logger.js";
+import { HubError } from "../errors.js";
 import { optionsFromEnvironment } from "./environment-options.js";
 
 // Postgres boots in its own process while the heavy modules below load.
@@ -17,7 +17,7 @@ try {
 } catch {
   // A configuration error: startAndListen reports it with its message.
 }
-const { startAndListen } = await import("./start.js");
+const { startAndListen } = await import("../start.js");
 
 try {
   await startAndListen(await optionsFromEnvironment());

@@ -9,13 +9,13 @@
  * in ./cli/grammar.ts, what each command does in ./cli/commands.ts; this is
  * the process around them: configuration, database, signals, exit code.
  */
-import "./prelude.js";
+import "../prelude.js";
 import pg from "pg";
-import { readConfig, redactUrl, type LogLevel } from "./config.js";
-import { endPool, openDatabase, type OpenedDatabase } from "./db/database.js";
-import { migrate } from "./db/migrate.js";
-import { HubError } from "./errors.js";
-import { createLogger, type Logger } from "./logger.js";
+import { readConfig, redactUrl, type LogLevel } from "../config.js";
+import { endPool, openDatabase, type OpenedDatabase } from "../db/database.js";
+import { migrate } from "../db/migrate.js";
+import { HubError } from "../errors.js";
+import { createLogger, type Logger } from "../logger.js";
 import { CliFailure, run } from "./cli/commands.js";
 import { commandList, parseCommand, USAGE, type Command } from "./cli/grammar.js";
 

@@ -1,14 +1,14 @@
 import { makePgService } from "postgraphile/adaptors/pg";
 import { PostGraphileAmberPreset } from "postgraphile/presets/amber";
 import type pg from "pg";
-import type { Identity } from "./identity.js";
-import { pgSettingsFor } from "./identity.js";
+import type { Identity } from "../auth/identity.js";
+import { pgSettingsFor } from "../auth/identity.js";
 import { HubInflectionPlugin } from "./inflection.js";
-import type { Logger } from "./logger.js";
+import type { Logger } from "../logger.js";
 import type { PluginContext } from "./context.js";
 import { queryLimitRules, type QueryLimits } from "./query-limits.js";
 import { makeParseAndValidatePlugin } from "./parse-cache.js";
-import { makePipelinedPgService } from "./db/pipelined-adaptor.js";
+import { makePipelinedPgService } from "../db/pipelined-adaptor.js";
 import { ClientInputPlugin, makeMaskError } from "./mask-error.js";
 import { ErrorRequestIdPlugin } from "./request-id.js";
 

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import type pg from "pg";
-import type { DbCasino, DbExperience, DbUser } from "./db/types.js";
-import { argumentOutOfRange, invalidArgument } from "./errors.js";
+import type { DbCasino, DbExperience, DbUser } from "../db/types.js";
+import { argumentOutOfRange, invalidArgument } from "../errors.js";
 
 /**
  * Credentials (session tokens, API keys) are opaque random strings shown once.

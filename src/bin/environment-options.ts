@@ -10,13 +10,13 @@
  */
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import { HubError, configInvalid } from "./errors.js";
-import type { ServerOptions } from "./options.js";
+import { HubError, configInvalid } from "../errors.js";
+import type { ServerOptions } from "../options.js";
 
 async function demoOptions(): Promise<ServerOptions> {
   // Loaded through the package's own export, exactly as a user would.
   const reference = await import("@hubpkg/hub/plugins");
-  const { defaultPlugins } = await import("./default-plugins.js");
+  const { defaultPlugins } = await import("../graphql/default-plugins.js");
   return {
     plugins: [...defaultPlugins, reference.FortunePlugin, reference.CoinflipPlanPlugin, reference.CoinflipBetPlugin],
     extraPgSchemas: ["app"],

@@ -9,7 +9,7 @@ import {
   type ValidationContext,
   type ValidationRule,
 } from "graphql";
-import { ErrorCode } from "./errors.js";
+import { ErrorCode } from "../errors.js";
 
 /**
  * Cheap static limits, checked at validation time: a hostile query is refused

@@ -1,5 +1,5 @@
 import type pg from "pg";
-import type { Logger } from "./logger.js";
+import type { Logger } from "../logger.js";
 
 /**
  * `hub.api_key.last_used_at` without a write per request: the auth hook records

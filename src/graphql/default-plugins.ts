@@ -1,9 +1,9 @@
 import { context, inhibitOnNull, lambda } from "grafast";
 import { extendSchema, gql } from "graphile-utils";
-import type { Identity } from "./identity.js";
+import type { Identity } from "../auth/identity.js";
 import { BetInterfacePlugin } from "./bet-interface.js";
-import { HubSessionPlugin } from "./graphql/sessions.js";
-import { HubOperatorPlugin } from "./graphql/operator.js";
+import { HubSessionPlugin } from "./sessions.js";
+import { HubOperatorPlugin } from "./operator.js";
 
 type SessionKey = "user_id" | "casino_id" | "experience_id" | "id";
 

@@ -43,13 +43,13 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { readCoreMigrations } from "./db/core-migrations.js";
-import { endPool } from "./db/database.js";
-import { isAlive, startEmbeddedPostgres } from "./db/embedded.js";
-import { migrate } from "./db/migrate.js";
-import { spawnWatchdog } from "./db/watchdog.js";
-import { redactUrl } from "./config.js";
-import type { Logger } from "./logger.js";
+import { readCoreMigrations } from "../db/core-migrations.js";
+import { endPool } from "../db/database.js";
+import { isAlive, startEmbeddedPostgres } from "../db/embedded.js";
+import { migrate } from "../db/migrate.js";
+import { spawnWatchdog } from "../db/watchdog.js";
+import { redactUrl } from "../config.js";
+import type { Logger } from "../logger.js";
 
 export interface TestCluster {
   /** Superuser connection to a database the kit never clones (for CREATE/DROP DATABASE). */

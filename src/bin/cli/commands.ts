@@ -5,11 +5,11 @@
 import fsp from "node:fs/promises";
 import os from "node:os";
 import type pg from "pg";
-import { validatePublicKey } from "../casino-token.js";
-import { HubError } from "../errors.js";
-import { createApiKey, createSession, digest, ensurePlayer, DEFAULT_EXPERIENCE, PLAYGROUND_CASINO } from "../credentials.js";
-import { withPgPoolTransaction } from "../db/pools.js";
-import type { DbApiKey, DbBalance, DbCasino, DbExperience, DbUser } from "../db/types.js";
+import { validatePublicKey } from "../../auth/casino-token.js";
+import { HubError } from "../../errors.js";
+import { createApiKey, createSession, digest, ensurePlayer, DEFAULT_EXPERIENCE, PLAYGROUND_CASINO } from "../../auth/credentials.js";
+import { withPgPoolTransaction } from "../../db/pools.js";
+import type { DbApiKey, DbBalance, DbCasino, DbExperience, DbUser } from "../../db/types.js";
 import type { Runnable } from "./grammar.js";
 
 /** A failure at run time that the message fully explains (exit 1, no SQLSTATE). */

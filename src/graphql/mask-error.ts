@@ -33,9 +33,9 @@ import {
 } from "graphql";
 import { isPromiseLike, isSafeError, lambda, SafeError, type FieldArg } from "grafast";
 import { randomBytes } from "node:crypto";
-import type { Logger } from "./logger.js";
-import { ErrorCode } from "./errors.js";
-import { isPoolSaturated } from "./db/pools.js";
+import type { Logger } from "../logger.js";
+import { ErrorCode } from "../errors.js";
+import { isPoolSaturated } from "../db/pools.js";
 import { requestIdOf } from "./request-id.js";
 
 /**

@@ -1,7 +1,7 @@
 import { GraphQLError, Source, parse, validate, visit, type DocumentNode, type GraphQLSchema, type OperationDefinitionNode, type ValidationRule } from "graphql";
 import type { ExecutionConfig } from "grafserv";
 import { isPromiseLike } from "grafast";
-import { ErrorCode } from "./errors.js";
+import { ErrorCode } from "../errors.js";
 import { clientError } from "./client-error.js";
 
 /**

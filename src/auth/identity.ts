@@ -1,5 +1,5 @@
 import type { IncomingMessage } from "node:http";
-import type { DbSession, DbUser } from "./db/types.js";
+import type { DbSession, DbUser } from "../db/types.js";
 
 /**
  * Who made a request. The same object is `req.identity` in
