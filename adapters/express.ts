@@ -45,7 +45,7 @@ export async function createExpressApp(configureApp: ConfigureApp, superuserPool
  * So each class's prototype takes the place of `app.request` /
  * `app.response`: the same parent (Express's request / response), the same
  * own properties (`app`), no `constructor` of its own, and mounted sub-apps
- * chain to it as they would to the original.
+ * chain to it as they would to `app.request` itself.
  */
 function expressMessageClasses(app: Express): ExpressApp["messageClasses"] {
   class ExpressRequest extends http.IncomingMessage {}

@@ -3,7 +3,7 @@ import type { DbBalance, DbBankroll } from "./types.js";
 
 /**
  * Row locks for moving money between a player's balance and the house bankroll
- * (names and shapes of the original system, so ported plugins work unchanged).
+ * (the names and shapes existing controller plugins call, so they port unchanged).
  *
  * They MUST run inside a transaction (`withPgPoolTransaction(superuserPool, …)`):
  * `select … for update` holds its lock until the transaction ends, so outside

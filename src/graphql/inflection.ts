@@ -1,5 +1,5 @@
 /**
- * Naming compatible with the original's exported schema, so clients
+ * Naming compatible with the schema existing game clients were generated against, so clients
  * generated against it keep working: the hub's own tables get a `Hub` prefix
  * (HubUser, allHubCasinos, hubUserById) and the tables of extraPgSchemas keep
  * plain names (app.coinflip → Coinflip, resource `coinflip`).

@@ -47,7 +47,7 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
   const superuserPoolFor = input.superuserPoolFor ?? (() => superuserPool);
   return {
     extends: [PostGraphileAmberPreset],
-    // No Relay global ids: `id` is the row's UUID, as in the original.
+    // No Relay global ids: `id` is the row's UUID, as existing game clients expect.
     disablePlugins: ["NodePlugin"],
     plugins: [
       HubInflectionPlugin,
