@@ -335,9 +335,9 @@ const noNulLiteralsRule: ValidationRule = (context: ValidationContext): ASTVisit
 });
 
 /** A copy of a GraphQL error with this code, unless it has one. */
-function withCode(error: GraphQLError, code: string): GraphQLError {
-  if (typeof error.extensions?.code === "string") return error;
-  return rebuildGraphQLError(error, { extensions: { ...error.extensions, code } });
+export function withCode(error: GraphQLError, code: string, message = error.message): GraphQLError {
+  if (error.extensions?.code !== undefined && message === error.message) return error;
+  return rebuildGraphQLError(error, { message, extensions: { ...error.extensions, code: error.extensions?.code ?? code } });
 }
 
 /**

@@ -3,6 +3,7 @@ import type { ExecutionConfig } from "grafserv";
 import { isPromiseLike } from "grafast";
 import { ErrorCode } from "../errors.js";
 import { clientError } from "./client-error.js";
+import { withCode } from "./mask-error.js";
 
 /**
  * The hub's own parse-and-validate step for /graphql, in place of grafserv's.
@@ -113,18 +114,6 @@ function dropTokens(document: DocumentNode): number {
     },
   });
   return nodes;
-}
-
-function withCode(error: GraphQLError, code: string, message = error.message): GraphQLError {
-  if (error.extensions?.code !== undefined && message === error.message) return error;
-  return new GraphQLError(message, {
-    nodes: error.nodes ?? null,
-    source: error.source ?? null,
-    positions: error.positions ?? null,
-    path: error.path ?? null,
-    originalError: error.originalError ?? null,
-    extensions: { ...error.extensions, code: error.extensions?.code ?? code },
-  });
 }
 
 /** graphql's own "give up" error, thrown when its work budget for a document runs out. */
