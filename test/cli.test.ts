@@ -1,10 +1,9 @@
 import "./helpers/env.js";
-import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import pg from "pg";
 import t from "tap";
-import { ROOT } from "./helpers/process.js";
+import { runCli } from "./helpers/cli.js";
 import { tmpDir } from "./helpers/tmp.js";
 import { dumpDatabase, findSecret, sha256 } from "./helpers/secrets.js";
 // Internal units, to inspect what the CLI wrote: the compiled files.
@@ -21,29 +20,7 @@ interface Run {
 }
 
 /** `node dist/cli.js …` as a user runs it (`hub …`), with the environment of a test. */
-function hub(args: string[], env: Record<string, string | undefined> = {}): Promise<Run> {
-  const childEnv: Record<string, string | undefined> = { ...process.env, NODE_ENV: "test", DATABASE_URL: "", SUPERUSER_DATABASE_URL: "", ...env };
-  // The CLI's own default (warn) unless a test sets one.
-  if (!("LOG_LEVEL" in env)) delete childEnv.LOG_LEVEL;
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(ROOT, "dist/cli.js"), ...args], {
-      cwd: ROOT,
-      env: childEnv,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
-    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
-    child.on("error", reject);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      const lines = stdout.split("\n").filter((l) => l !== "");
-      resolve({ code, stdout, stderr, last: lines[lines.length - 1] ?? "" });
-    });
-  });
-}
+const hub = (args: string[], env: Record<string, string | undefined> = {}): Promise<Run> => runCli(args, { DATABASE_URL: "", SUPERUSER_DATABASE_URL: "", ...env });
 
 const TOKEN = /^[A-Za-z0-9_-]{43}$/;
 const log = createLogger({ level: "error", pretty: false });

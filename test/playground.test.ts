@@ -1,12 +1,12 @@
 import "./helpers/env.js";
-import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import t from "tap";
 import { createCasino, createCurrency, createExperience, createPlayer, createPlayerBalance, startTestServer, type TestServer } from "@hubpkg/hub/test";
 import { gql } from "./helpers/http.js";
-import { ROOT, startServerProcess } from "./helpers/process.js";
+import { startServerProcess } from "./helpers/process.js";
+import { cliOn } from "./helpers/cli.js";
 import { sha256 } from "./helpers/secrets.js";
 import { tmpDir } from "./helpers/tmp.js";
 
@@ -34,21 +34,7 @@ async function byId(userClientId: string, experienceClientId?: string): Promise<
 const as = (token: string) => ({ authorization: `session:${token}` });
 
 /** `node dist/cli.js …` on the test server's database. */
-function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(ROOT, "dist/cli.js"), ...args], {
-      cwd: ROOT,
-      env: { ...process.env, NODE_ENV: "test", DATABASE_URL: server.databaseUrl, SUPERUSER_DATABASE_URL: server.superuserDatabaseUrl },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const cli = (args: string[]) => cliOn(server)(args);
 
 async function sessionsOf(userId: string): Promise<number> {
   return (await server.dbPool.query<{ n: number }>("select count(*)::int as n from hub.session where user_id = $1", [userId])).rows[0]!.n;

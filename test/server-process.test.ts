@@ -4,7 +4,7 @@ import path from "node:path";
 import pg from "pg";
 import t from "tap";
 import { gql } from "./helpers/http.js";
-import { startServerProcess } from "./helpers/process.js";
+import { childrenOf, startServerProcess } from "./helpers/process.js";
 import { tmpDir } from "./helpers/tmp.js";
 // The embedded Postgres's own readers of its pid file and of a process's liveness.
 import { isAlive as alive, readPostmasterPid } from "../dist/src/db/embedded.js";
@@ -127,21 +127,6 @@ t.test("the server never logs credentials", async (t) => {
   const mode = fs.statSync(path.join(dataDir, "credentials.json")).mode & 0o777;
   t.equal(mode, 0o600, "credentials file readable by its owner only");
 });
-
-/** Pids whose parent is ppid (Linux /proc). */
-function childrenOf(ppid: number): number[] {
-  const found: number[] = [];
-  for (const name of fs.readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${name}/stat`, "utf8");
-      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === ppid) found.push(Number(name));
-    } catch {
-      /* gone meanwhile */
-    }
-  }
-  return found;
-}
 
 async function gone(pid: number, withinMs: number): Promise<boolean> {
   const deadline = Date.now() + withinMs;

@@ -5,7 +5,7 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import t from "tap";
 import { isAlive, readPostmasterPid, stopPostmasterOf } from "./helpers/external-postgres.js";
-import { ROOT } from "./helpers/process.js";
+import { childrenOf, ROOT } from "./helpers/process.js";
 import { tmpDir } from "./helpers/tmp.js";
 
 // The watchdogs are modules of their own, run as `node <file>`: the compiled file when the hub runs
@@ -16,20 +16,6 @@ const modes = [
 ];
 
 const ext = (dir: string) => (dir === "src" ? "ts" : "js");
-
-function childrenOf(ppid: number): number[] {
-  const found: number[] = [];
-  for (const name of fs.readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${name}/stat`, "utf8");
-      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === ppid) found.push(Number(name));
-    } catch {
-      /* gone meanwhile */
-    }
-  }
-  return found;
-}
 
 const argvOf = (pid: number) => {
   try {

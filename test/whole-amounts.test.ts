@@ -1,13 +1,11 @@
 import "./helpers/env.js";
-import { spawn } from "node:child_process";
-import path from "node:path";
 import t, { type Test } from "tap";
 import { defaultPlugins } from "@hubpkg/hub";
 import { startTestServer, type TestServer } from "@hubpkg/hub/test";
 import { CoinflipBetPlugin, CoinflipPlanPlugin, referenceMigrationsPath } from "@hubpkg/hub/plugins";
 import { gql } from "./helpers/http.js";
 import { makeOperator, makePlayer, type Player } from "./helpers/credentials.js";
-import { ROOT } from "./helpers/process.js";
+import { cliOn } from "./helpers/cli.js";
 
 /*
  * Amounts are whole base units of the currency (display_unit_scale of them
@@ -244,27 +242,7 @@ t.test("existing fractional amounts stay valid; new movements are whole", async 
 });
 
 /** `node dist/cli.js …` against this test server's database. */
-function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const env: NodeJS.ProcessEnv = { ...process.env, NODE_ENV: "test", DATABASE_URL: hub.databaseUrl, SUPERUSER_DATABASE_URL: hub.superuserDatabaseUrl };
-    delete env.LOG_LEVEL;
-    const child = spawn(process.execPath, [path.join(ROOT, "dist/cli.js"), ...args], {
-      cwd: ROOT,
-      env,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
-    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
-    child.on("error", reject);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+const cli = (args: string[]) => cliOn(hub)(args);
 
 t.test("hub balance credit takes whole base units only", async (t) => {
   const base = ["balance", "credit", "--uname", "whole-player", "--casino", "whole", "--currency", CURRENCY];

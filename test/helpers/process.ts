@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -60,4 +61,19 @@ export function runServerExpectingFailure(env: Record<string, string>): Promise<
       resolve({ code, stderr });
     });
   });
+}
+
+/** Pids whose parent is ppid (Linux /proc). */
+export function childrenOf(ppid: number): number[] {
+  const found: number[] = [];
+  for (const name of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${name}/stat`, "utf8");
+      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === ppid) found.push(Number(name));
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  return found;
 }
