@@ -25,40 +25,22 @@ import "../../dist/src/prelude.js";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import express, { type NextFunction, type Request, type Response } from "express";
-import { postgraphile } from "postgraphile";
 import { grafserv } from "grafserv/express/v4";
 import { lexicographicSortSchema, printSchema } from "graphql";
 import fs from "node:fs";
 // The hub's own building blocks, as src/start.ts assembles them (keep in step with it).
-import { readConfig } from "../../dist/src/config.js";
 import { createIdentityResolver } from "../../dist/src/auth/resolver.js";
 import { createApiKeyUsage } from "../../dist/src/auth/api-key-usage.js";
 import { listenForCredentialChanges } from "../../dist/src/db/credential-events.js";
-import { endPool, openDatabase } from "../../dist/src/db/database.js";
-import { openPools, setSuperuserPool } from "../../dist/src/db/pools.js";
-import { createLogger, setLogger } from "../../dist/src/logger.js";
 import type { Identity } from "../../dist/src/auth/identity.js";
 import { benchConfigureApp } from "../lib/demo.js";
-import { demoPreset } from "../lib/demo-preset.js";
+import { attachToBenchDatabase } from "../lib/attach.js";
 import { serveBench } from "../lib/child.js";
 
-const dataDir = process.env.BENCH_DATA_DIR;
-if (!dataDir) throw new Error("BENCH_DATA_DIR is not set");
 const graphqlFirst = process.env.BASELINE_GRAPHQL_FIRST === "1";
 
-// The same environment as the hub target, read the same way (NODE_ENV, HUB_PLAYGROUND, HUB_INTROSPECTION…).
-const config = { ...readConfig(), dataDir };
-const log = createLogger({ level: config.logLevel, pretty: false });
-setLogger(log);
-
-// Attaches to the Postgres the hub target started (owned: false, so close() leaves it running).
-const db = await openDatabase(config, log);
 // The stock @dataplan/pg adaptor, as the original: no pipelined transaction prologue (src/db/pipelined-adaptor.ts).
-const pools = await openPools({ databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl }, log, { graphqlPipeline: false });
-setSuperuserPool(pools.superuser);
-
-const pgl = postgraphile(demoPreset(config, pools, log));
-const { schema } = await pgl.getSchemaResult();
+const { log, db, pools, pgl, schema, close } = await attachToBenchDatabase({ graphqlPipeline: false });
 // bench/run.ts compares this with the hub's exportSchemaSDLPath: the same preset must give the same schema.
 if (process.env.BENCH_SCHEMA_FILE) fs.writeFileSync(process.env.BENCH_SCHEMA_FILE, `${printSchema(lexicographicSortSchema(schema))}\n`);
 const serv = pgl.createServ(grafserv);
@@ -116,7 +98,5 @@ serveBench({ url: `http://127.0.0.1:${port}`, superuserDatabaseUrl: db.superuser
   });
   await apiKeyUsage.stop();
   await credentialEvents.close();
-  await pgl.release();
-  await Promise.all([endPool(pools.graphql), endPool(pools.superuser)]);
-  await db.close();
+  await close();
 });

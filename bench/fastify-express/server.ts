@@ -22,16 +22,11 @@ import "../lib/child-prelude.js";
 import "../../dist/src/prelude.js";
 import type { AddressInfo } from "node:net";
 import fastifyExpress from "@fastify/express";
-import { postgraphile } from "postgraphile";
 // The hub's own building blocks, as src/start.ts assembles them (keep in step with it).
-import { readConfig } from "../../dist/src/config.js";
 import { createIdentityResolver } from "../../dist/src/auth/resolver.js";
 import { createApiKeyUsage } from "../../dist/src/auth/api-key-usage.js";
 import { listenForCredentialChanges } from "../../dist/src/db/credential-events.js";
-import { endPool, openDatabase } from "../../dist/src/db/database.js";
-import { openPools, setSuperuserPool } from "../../dist/src/db/pools.js";
 import { createIdentityPoolLimiter, DEFAULT_IDENTITY_LIMITS } from "../../dist/src/db/identity-limit.js";
-import { createLogger, setLogger } from "../../dist/src/logger.js";
 import { createFastify } from "../../dist/adapters/fastify.js";
 import { createServerStats } from "../../dist/src/stats.js";
 import { addAuthHook } from "../../dist/adapters/auth.js";
@@ -39,23 +34,11 @@ import { addOverloadHook } from "../../dist/adapters/overload.js";
 import { mountGraphQL } from "../../dist/adapters/grafserv.js";
 import { createExpressApp } from "../../dist/adapters/express.js";
 import { benchConfigureApp } from "../lib/demo.js";
-import { MAX_BODY, demoPreset } from "../lib/demo-preset.js";
+import { MAX_BODY } from "../lib/demo-preset.js";
+import { attachToBenchDatabase } from "../lib/attach.js";
 import { serveBench } from "../lib/child.js";
 
-const dataDir = process.env.BENCH_DATA_DIR;
-if (!dataDir) throw new Error("BENCH_DATA_DIR is not set");
-
-const config = { ...readConfig(), dataDir };
-const log = createLogger({ level: config.logLevel, pretty: false });
-setLogger(log);
-
-// Attaches to the Postgres the hub target started (owned: false, so close() leaves it running).
-const db = await openDatabase(config, log);
-const pools = await openPools({ databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl }, log);
-setSuperuserPool(pools.superuser);
-
-const pgl = postgraphile(demoPreset(config, pools, log));
-await pgl.getSchemaResult();
+const { db, pools, pgl, log, close } = await attachToBenchDatabase();
 const resolver = createIdentityResolver(pools.credentials, { cacheTtlMs: 1000 });
 const credentialEvents = listenForCredentialChanges(db.superuserUrl, () => resolver.clear(), log);
 await credentialEvents.ready;
@@ -91,7 +74,5 @@ serveBench({ url: `http://127.0.0.1:${port}`, superuserDatabaseUrl: db.superuser
   await app.close();
   await apiKeyUsage.stop();
   await credentialEvents.close();
-  await pgl.release();
-  await Promise.all([endPool(pools.graphql), endPool(pools.superuser), endPool(pools.credentials)]);
-  await db.close();
+  await close();
 });

@@ -1,0 +1,32 @@
+/**
+ * What every bench target but the hub does first: read the environment the
+ * hub target reads (NODE_ENV, HUB_PLAYGROUND, HUB_INTROSPECTION…), attach to the
+ * Postgres the hub target started in BENCH_DATA_DIR (not owned, so close()
+ * leaves it running), open the hub's pools and build the demo preset.
+ */
+import { postgraphile } from "postgraphile";
+import { readConfig } from "../../dist/src/config.js";
+import { endPool, openDatabase } from "../../dist/src/db/database.js";
+import { openPools, setSuperuserPool } from "../../dist/src/db/pools.js";
+import { createLogger, setLogger } from "../../dist/src/logger.js";
+import { demoPreset } from "./demo-preset.js";
+
+export async function attachToBenchDatabase(options: { graphqlPipeline?: boolean } = {}) {
+  const dataDir = process.env.BENCH_DATA_DIR;
+  if (!dataDir) throw new Error("BENCH_DATA_DIR is not set");
+  const config = { ...readConfig(), dataDir };
+  const log = createLogger({ level: config.logLevel, pretty: false });
+  setLogger(log);
+  const db = await openDatabase(config, log);
+  const pools = await openPools({ databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl }, log, options);
+  setSuperuserPool(pools.superuser);
+  const pgl = postgraphile(demoPreset(config, pools, log));
+  const { schema } = await pgl.getSchemaResult();
+  /** Release the schema, the pools and the attachment (the Postgres keeps running). */
+  const close = async () => {
+    await pgl.release();
+    await Promise.all([endPool(pools.graphql), endPool(pools.superuser), endPool(pools.credentials)]);
+    await db.close();
+  };
+  return { config, log, db, pools, pgl, schema, close };
+}
