@@ -8,3 +8,4 @@ export type { PluginContext } from "./graphql/context.js";
 export type { Identity, UserIdentity, OperatorIdentity } from "./auth/identity.js";
 export { ErrorCode, ErrorCodes, HubError, HubErrorCodes, type HubErrorCode } from "./errors.js";
 export { serverStats, type ServerStats } from "./stats.js";
+export { runMigrations } from "./db/migrate.js";

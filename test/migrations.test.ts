@@ -93,10 +93,11 @@ t.test("ambiguous or unreadable migration folders stop start-up with the file na
     code: "HUB_MIGRATION_FAILED",
     message: /"001-typo\.sql".*line 2.*syntax error at or near "tabel".*Nothing of it was applied/s,
   });
-  const unnumbered = writeFiles(path.join(dataDir, "unnumbered"), { "create.sql": "select 1;" });
-  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: unnumbered }), {
+  // A name starting with a number must be a whole NNN-name.sql; one starting otherwise is skipped (next test).
+  const misnamed = writeFiles(path.join(dataDir, "misnamed"), { "1create.sql": "select 1;" });
+  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: misnamed }), {
     code: "HUB_MIGRATION_NAME",
-    message: /"create\.sql".*no numeric prefix/,
+    message: /"1create\.sql".*not named like 001-create-tables\.sql/,
   });
   const latin1 = writeFiles(path.join(dataDir, "latin1"), { "001-x.sql": Buffer.from([0x73, 0x65, 0x6c, 0xe9, 0x0a]) });
   await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: latin1 }), {
@@ -107,6 +108,21 @@ t.test("ambiguous or unreadable migration folders stop start-up with the file na
     code: "HUB_MIGRATION_NAME",
     message: /cannot be read/,
   });
+});
+
+t.test("a .sql file whose name does not start with a number is skipped, not applied and not a refusal", async (t) => {
+  const dataDir = tmpDir(t);
+  const dir = writeFiles(path.join(dataDir, "migrations"), {
+    "001-app.sql": "create schema app; create table app.game (id int);",
+    // Would fail if it ran: the template ships its disabled example this way.
+    "skip-002-coinflip.sql": "this is not sql;",
+    "create.sql": "create table app.never (id int);",
+  });
+  const hub = await startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir });
+  t.teardown(() => hub.stop());
+  const recorded = await query<{ name: string }>(hub.superuserDatabaseUrl, "select name from hub_secret.migration where kind = 'user' order by name");
+  t.same(recorded.map((r) => r.name), ["001-app.sql"], "only the numbered file is a migration");
+  t.same(await query(hub.superuserDatabaseUrl, "select 1 from pg_class where relname = 'never'"), [], "the unnumbered file did not run");
 });
 
 t.test("core migrations: the .sql files are what databases recorded before, byte for byte, and ship in the package", async (t) => {

@@ -1,15 +1,22 @@
 import type pg from "pg";
-import { HubError } from "../errors.js";
-import type { Logger } from "../logger.js";
+import { HubError, invalidArgument } from "../errors.js";
+import { logger, type Logger } from "../logger.js";
+import { isInClientTransaction } from "./pools.js";
 import { readCoreMigrations } from "./core-migrations.js";
 import { readMigrationFolder, type Migration } from "./migration-files.js";
 
 /** Any constant works; it only has to be the same for every hub on this database. */
 const MIGRATION_LOCK_KEY = 7_321_004_117;
 
-/** The user's migrations (userDatabaseMigrationsPath), read like the hub's own. */
-export function readUserMigrations(dir: string): Promise<Migration[]> {
-  return readMigrationFolder(dir, "user", "userDatabaseMigrationsPath");
+/**
+ * The user's migrations (userDatabaseMigrationsPath), read like the hub's own;
+ * a file whose name does not start with a number (a disabled example such as
+ * skip-002-coinflip.sql) is left out, with one line naming it.
+ */
+export function readUserMigrations(dir: string, log: Logger = logger): Promise<Migration[]> {
+  return readMigrationFolder(dir, "user", "userDatabaseMigrationsPath", (file) =>
+    log.info({ migration: file }, "skipped a migration file whose name does not start with a number"),
+  );
 }
 
 function lineOf(sql: string, position: string | undefined): string {
@@ -25,69 +32,94 @@ function lineOf(sql: string, position: string | undefined): string {
  * record, so a failure leaves nothing of itself behind.
  */
 export async function migrate(pool: pg.Pool, options: { userMigrationsPath?: string | undefined; log: Logger }): Promise<{ applied: string[] }> {
-  const { log } = options;
-  const user = options.userMigrationsPath ? await readUserMigrations(options.userMigrationsPath) : [];
-  const all: Migration[] = [...(await readCoreMigrations()), ...user];
   const client = await pool.connect();
-  const applied: string[] = [];
   try {
-    await client.query("select pg_advisory_lock($1)", [MIGRATION_LOCK_KEY]);
-    try {
-      await client.query(`
-        create schema if not exists hub_secret;
-        create table if not exists hub_secret.migration (
-          kind text not null,
-          name text not null,
-          checksum text not null,
-          applied_at timestamptz not null default now(),
-          primary key (kind, name)
-        );`);
-      const { rows } = await client.query<{ kind: string; name: string; checksum: string }>(
-        "select kind, name, checksum from hub_secret.migration",
-      );
-      const done = new Map(rows.map((r) => [`${r.kind}/${r.name}`, r.checksum]));
-      for (const m of all) {
-        const previous = done.get(`${m.kind}/${m.name}`);
-        if (previous !== undefined) {
-          if (m.kind === "user" && previous !== m.checksum) {
-            throw new HubError(
-              "HUB_MIGRATION_CHANGED",
-              `Migration ${JSON.stringify(m.name)} (${m.source}) was edited after it was applied (checksum ${previous.slice(0, 12)}… in the database, ${m.checksum.slice(0, 12)}… on disk). ` +
-                `Applied migrations are never re-run: restore the file and put the change in a new migration.`,
-            );
-          }
-          continue;
-        }
-        try {
-          await client.query("begin");
-          await client.query(m.sql);
-          await client.query("insert into hub_secret.migration (kind, name, checksum) values ($1, $2, $3)", [m.kind, m.name, m.checksum]);
-          await client.query("commit");
-        } catch (error) {
-          await client.query("rollback").catch(() => undefined);
-          const pgError = error as { message?: string; position?: string; code?: string };
-          throw new HubError(
-            "HUB_MIGRATION_FAILED",
-            `Migration ${JSON.stringify(m.name)} (${m.source}) failed${lineOf(m.sql, pgError.position)}: ${pgError.message ?? String(error)}` +
-              (pgError.code ? ` [SQLSTATE ${pgError.code}]` : "") +
-              ". Nothing of it was applied.",
-            { cause: error },
-          );
-        }
-        applied.push(m.name);
-        log.info({ migration: m.name, kind: m.kind }, "applied migration");
-      }
-      // Only when we were given the folder: the CLI migrates without knowing it.
-      for (const [key] of options.userMigrationsPath ? done : []) {
-        if (key.startsWith("user/") && !user.some((m) => `user/${m.name}` === key)) {
-          log.warn({ migration: key.slice(5) }, "a migration recorded as applied has no file in userDatabaseMigrationsPath");
-        }
-      }
-    } finally {
-      await client.query("select pg_advisory_unlock($1)", [MIGRATION_LOCK_KEY]).catch(() => undefined);
-    }
+    return await migrateOnClient(client, options);
   } finally {
     client.release();
+  }
+}
+
+/**
+ * `runMigrations` of `@hubpkg/hub`: the same, on a client the caller holds (a
+ * reset script drops the schemas, then runs this). The client must not be
+ * inside a transaction: each migration commits on its own.
+ */
+export async function runMigrations(options: { pgClient: pg.ClientBase; userDatabaseMigrationsPath?: string | undefined }): Promise<{ applied: string[] }> {
+  const { pgClient, userDatabaseMigrationsPath } = options ?? {};
+  if (!pgClient || typeof (pgClient as { query?: unknown }).query !== "function") {
+    throw invalidArgument("runMigrations: pgClient must be a connected pg client (a pg.Client, or pool.connect()'s client).");
+  }
+  if (isInClientTransaction(pgClient)) {
+    throw invalidArgument("runMigrations: pgClient is inside a withPgClientTransaction transaction; each migration commits on its own, so run it outside.");
+  }
+  return migrateOnClient(pgClient, { userMigrationsPath: userDatabaseMigrationsPath, log: logger });
+}
+
+/**
+ * The session-level advisory lock is taken and released on this one client;
+ * Postgres counts a session's locks, so a client that already held it keeps it
+ * after the unlock here.
+ */
+async function migrateOnClient(client: pg.ClientBase, options: { userMigrationsPath?: string | undefined; log: Logger }): Promise<{ applied: string[] }> {
+  const { log } = options;
+  const user = options.userMigrationsPath ? await readUserMigrations(options.userMigrationsPath, log) : [];
+  const all: Migration[] = [...(await readCoreMigrations()), ...user];
+  const applied: string[] = [];
+  await client.query("select pg_advisory_lock($1)", [MIGRATION_LOCK_KEY]);
+  try {
+    await client.query(`
+      create schema if not exists hub_secret;
+      create table if not exists hub_secret.migration (
+        kind text not null,
+        name text not null,
+        checksum text not null,
+        applied_at timestamptz not null default now(),
+        primary key (kind, name)
+      );`);
+    const { rows } = await client.query<{ kind: string; name: string; checksum: string }>(
+      "select kind, name, checksum from hub_secret.migration",
+    );
+    const done = new Map(rows.map((r) => [`${r.kind}/${r.name}`, r.checksum]));
+    for (const m of all) {
+      const previous = done.get(`${m.kind}/${m.name}`);
+      if (previous !== undefined) {
+        if (m.kind === "user" && previous !== m.checksum) {
+          throw new HubError(
+            "HUB_MIGRATION_CHANGED",
+            `Migration ${JSON.stringify(m.name)} (${m.source}) was edited after it was applied (checksum ${previous.slice(0, 12)}… in the database, ${m.checksum.slice(0, 12)}… on disk). ` +
+              `Applied migrations are never re-run: restore the file and put the change in a new migration.`,
+          );
+        }
+        continue;
+      }
+      try {
+        await client.query("begin");
+        await client.query(m.sql);
+        await client.query("insert into hub_secret.migration (kind, name, checksum) values ($1, $2, $3)", [m.kind, m.name, m.checksum]);
+        await client.query("commit");
+      } catch (error) {
+        await client.query("rollback").catch(() => undefined);
+        const pgError = error as { message?: string; position?: string; code?: string };
+        throw new HubError(
+          "HUB_MIGRATION_FAILED",
+          `Migration ${JSON.stringify(m.name)} (${m.source}) failed${lineOf(m.sql, pgError.position)}: ${pgError.message ?? String(error)}` +
+            (pgError.code ? ` [SQLSTATE ${pgError.code}]` : "") +
+            ". Nothing of it was applied.",
+          { cause: error },
+        );
+      }
+      applied.push(m.name);
+      log.info({ migration: m.name, kind: m.kind }, "applied migration");
+    }
+    // Only when we were given the folder: the CLI migrates without knowing it.
+    for (const [key] of options.userMigrationsPath ? done : []) {
+      if (key.startsWith("user/") && !user.some((m) => `user/${m.name}` === key)) {
+        log.warn({ migration: key.slice(5) }, "a migration recorded as applied has no file in userDatabaseMigrationsPath");
+      }
+    }
+  } finally {
+    await client.query("select pg_advisory_unlock($1)", [MIGRATION_LOCK_KEY]).catch(() => undefined);
   }
   return { applied };
 }

@@ -9,7 +9,9 @@ import { HubError } from "../errors.js";
  * `NNN-name.sql`, applied in numeric order of the prefix, each read as UTF-8
  * and run exactly as it is on disk. The SHA-256 of that text is recorded when
  * it is applied, so a file must never change once released, not even its
- * white space.
+ * white space. A user's file whose name does not start with a digit
+ * (skip-002-coinflip.sql) is not a migration: it is skipped, and said so. One
+ * that starts with a digit but does not fit the pattern (1abc.sql) is refused.
  */
 export interface Migration {
   kind: "core" | "user";
@@ -30,7 +32,13 @@ const MIGRATION_FILE = /^(\d+)[-_.].*\.sql$|^(\d+)\.sql$/;
  * ambiguous stops start-up rather than guessing an order.
  * `folder` names the folder in messages (the setting that gave it).
  */
-export async function readMigrationFolder(dir: string, kind: Migration["kind"], folder: string): Promise<Migration[]> {
+export async function readMigrationFolder(
+  dir: string,
+  kind: Migration["kind"],
+  folder: string,
+  /** Given: a file whose name does not start with a digit is passed here and left out (a disabled example). Not given: it stops start-up. */
+  onUnnumbered?: (file: string) => void,
+): Promise<Migration[]> {
   let entries: string[];
   try {
     entries = await fsp.readdir(dir);
@@ -44,11 +52,15 @@ export async function readMigrationFolder(dir: string, kind: Migration["kind"], 
   const byNumber = new Map<number, string>();
   const migrations: (Migration & { order: number })[] = [];
   for (const file of files) {
+    if (onUnnumbered && !/^\d/.test(file)) {
+      onUnnumbered(file);
+      continue;
+    }
     const match = MIGRATION_FILE.exec(file);
     if (!match) {
       throw new HubError(
         "HUB_MIGRATION_NAME",
-        `Migration file ${JSON.stringify(file)} in ${dir} has no numeric prefix; expected a name like 001-create-tables.sql.`,
+        `Migration file ${JSON.stringify(file)} in ${dir} is not named like 001-create-tables.sql (a numeric prefix, then "-", "_" or "." and a name).`,
       );
     }
     const order = Number(match[1] ?? match[2]);

@@ -107,30 +107,59 @@ export async function ensureRoleSwitch(pools: HubPools, log: Logger): Promise<vo
   }
 }
 
+/** Clients inside a transaction begun by withPgClientTransaction. */
+const inTransaction = new WeakSet<pg.ClientBase>();
+/** Clients whose rollback failed: their connection cannot be trusted again. */
+const rollbackFailed = new WeakSet<pg.ClientBase>();
+
+/**
+ * Run fn inside a transaction on a client the caller already holds: begin,
+ * commit when fn returns, roll back when it throws, and return what fn
+ * returned. Calling it again on the same client before the first call ends is
+ * refused: a second `begin` would only warn and its `commit` would end the
+ * outer transaction early, so the inner work would not be undone with it.
+ */
+export async function withPgClientTransaction<T, C extends pg.ClientBase = pg.PoolClient>(pgClient: C, fn: (pgClient: C) => Promise<T>): Promise<T> {
+  if (inTransaction.has(pgClient)) {
+    throw new HubError(
+      "HUB_NESTED_TRANSACTION",
+      "withPgClientTransaction was called on a client that is already inside a transaction it began; use that transaction (or a savepoint) instead of nesting.",
+    );
+  }
+  inTransaction.add(pgClient);
+  try {
+    await pgClient.query("begin");
+    const result = await fn(pgClient);
+    await pgClient.query("commit");
+    return result;
+  } catch (error) {
+    try {
+      await pgClient.query("rollback");
+    } catch {
+      rollbackFailed.add(pgClient);
+    }
+    throw error;
+  } finally {
+    inTransaction.delete(pgClient);
+  }
+}
+
 /**
  * Run fn inside a transaction on a client of pool: commit when it returns,
  * roll back when it throws, and return what fn returned.
  */
 export async function withPgPoolTransaction<T>(pool: pg.Pool, fn: (pgClient: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
-  let broken: Error | undefined;
   try {
-    await client.query("begin");
-    const result = await fn(client);
-    await client.query("commit");
-    return result;
-  } catch (error) {
-    try {
-      await client.query("rollback");
-    } catch (rollbackError) {
-      // The connection is unusable: do not return it to the pool.
-      broken = rollbackError as Error;
-    }
-    throw error;
+    return await withPgClientTransaction(client, fn);
   } finally {
-    client.release(broken);
+    // A connection whose rollback failed is unusable: do not return it to the pool.
+    client.release(rollbackFailed.has(client) ? new Error("rollback failed") : undefined);
   }
 }
+
+/** Whether withPgClientTransaction has a transaction open on this client. */
+export const isInClientTransaction = (pgClient: pg.ClientBase): boolean => inTransaction.has(pgClient);
 
 let currentSuperuserPool: pg.Pool | undefined;
 

@@ -1,4 +1,4 @@
-export { superuserPool, withPgPoolTransaction } from "../db/pools.js";
+export { superuserPool, withPgPoolTransaction, withPgClientTransaction } from "../db/pools.js";
 export type * from "../db/types.js";
 export type { PoolClient, Pool } from "pg";
 export { dbLockPlayerBalanceAndHouseBankroll, dbLockPlayerBalance, dbLockHouseBankroll } from "../db/locks.js";

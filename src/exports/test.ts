@@ -11,6 +11,7 @@ export {
   createHouseBankroll,
   getHouseBankroll,
   type TestServer,
+  type TestServer as HubTestServer,
   type TestServerOptions,
   type GraphQLClient,
   type GraphQLResponse,
