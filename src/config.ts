@@ -14,6 +14,8 @@ export interface HubConfig {
   databaseUrl: string | undefined;
   /** Connection for migrations and `superuserPool`. */
   superuserDatabaseUrl: string | undefined;
+  /** LOG_PRETTY: true for pino-pretty, false for JSON; unset: pretty in a development terminal. */
+  logPretty: boolean | undefined;
   port: number;
   host: string;
   nodeEnv: "development" | "production" | "test";
@@ -55,6 +57,9 @@ export const RULES = {
   logLevel: { variable: "LOG_LEVEL", option: "logLevel", env: logLevel, option_: logLevel } as Rule<LogLevel>,
   dataDir: { variable: "HUB_DATA_DIR", option: "dataDir", env: dataDirPath, option_: dataDirPath } as Rule<string>,
   databaseUrl: { variable: "DATABASE_URL", option: "databaseUrl", env: parse.postgresUrl, option_: parse.postgresUrl } as Rule<string>,
+  // The GraphQL connection under the name the original's .env template gives it; the same setting as DATABASE_URL.
+  postgraphileDatabaseUrl: { variable: "POSTGRAPHILE_DATABASE_URL", env: parse.postgresUrl } as Rule<string>,
+  logPretty: { variable: "LOG_PRETTY", env: parse.trueFalse } as Rule<boolean>,
   superuserDatabaseUrl: { variable: "SUPERUSER_DATABASE_URL", option: "superuserDatabaseUrl", env: parse.postgresUrl, option_: parse.postgresUrl } as Rule<string>,
   playground: {
     variable: "HUB_PLAYGROUND",
@@ -112,6 +117,7 @@ export function readConfig(env: Env = process.env, options: ConfigOptions = {}):
   return {
     databaseUrl,
     superuserDatabaseUrl,
+    logPretty: pick("logPretty")?.value,
     port: pick("port")?.value ?? 4000,
     host: host ?? (nodeEnv === "production" ? "0.0.0.0" : "127.0.0.1"),
     nodeEnv,
@@ -132,15 +138,33 @@ export function readConfig(env: Env = process.env, options: ConfigOptions = {}):
 function databaseUrls(
   env: Env,
   options: ConfigOptions,
-  pick: (key: "databaseUrl" | "superuserDatabaseUrl") => { value: unknown } | undefined,
+  pick: (key: "databaseUrl" | "postgraphileDatabaseUrl" | "superuserDatabaseUrl") => { value: unknown } | undefined,
 ): { databaseUrl: string | undefined; superuserDatabaseUrl: string | undefined } {
   const source: Source = options.databaseUrl !== undefined || options.superuserDatabaseUrl !== undefined ? "option" : "env";
   // From options, a URL not given is missing, not taken from the environment.
   const get = (key: "databaseUrl" | "superuserDatabaseUrl") =>
     source === "option" && options[RULES[key].option!] === undefined ? undefined : (pick(key)?.value as string | undefined);
-  const databaseUrl = get("databaseUrl");
+  let databaseUrl = get("databaseUrl");
   const superuserDatabaseUrl = get("superuserDatabaseUrl");
-  const [db, su] = [RULES.databaseUrl as Rule<unknown>, RULES.superuserDatabaseUrl as Rule<unknown>];
+  let db = RULES.databaseUrl as Rule<unknown>;
+  const su = RULES.superuserDatabaseUrl as Rule<unknown>;
+  if (source === "env") {
+    // Two names for one setting: either may be used, both only if they agree.
+    const alias = RULES.postgraphileDatabaseUrl as Rule<unknown>;
+    const aliased = pick("postgraphileDatabaseUrl")?.value as string | undefined;
+    if (aliased !== undefined && databaseUrl !== undefined && aliased !== databaseUrl) {
+      throw invalid(
+        alias,
+        "env",
+        aliased,
+        `the same URL as ${db.variable} (${redactUrl(databaseUrl)}) when both are set: both name the GraphQL connection, so set only one of them`,
+      );
+    }
+    if (aliased !== undefined && databaseUrl === undefined) {
+      databaseUrl = aliased;
+      db = alias;
+    }
+  }
   if (databaseUrl !== undefined && superuserDatabaseUrl === undefined) {
     throw invalid(
       su,

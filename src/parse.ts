@@ -63,6 +63,9 @@ export const postgresUrl: Parser<string> = (v) => {
 /** A switch written as text (an environment variable). */
 export const onOff: Parser<boolean> = (v) => (v === "on" ? ok(true) : v === "off" ? ok(false) : expected("on or off"));
 
+/** A switch written as text where the convention is true/false (LOG_PRETTY). */
+export const trueFalse: Parser<boolean> = (v) => (v === "true" ? ok(true) : v === "false" ? ok(false) : expected("true or false"));
+
 /** A switch given as a value (an option). */
 export const boolean: Parser<boolean> = (v) => (typeof v === "boolean" ? ok(v) : expected("true or false"));
 

@@ -80,7 +80,7 @@ export async function startAndListen(
   const options = validateOptions(rawOptions);
   // The environment, overridden by the options: one set of rules and messages for both.
   const config = readConfig(process.env, options as Record<string, unknown>);
-  const log = createLogger({ level: config.logLevel, pretty: config.nodeEnv === "development" && process.stdout.isTTY === true });
+  const log = createLogger({ level: config.logLevel, pretty: config.logPretty ?? (config.nodeEnv === "development" && process.stdout.isTTY === true) });
   setLogger(log);
   // Counted from this call: uptime and requests of this server alone.
   const stats = createServerStats();

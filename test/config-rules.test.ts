@@ -7,10 +7,11 @@
  */
 import "./helpers/env.js";
 import t from "tap";
+import type * as Tap from "tap";
 import { startAndListen } from "@hubpkg/hub";
 import { tmpDir } from "./helpers/tmp.js";
 
-const SETTINGS_VARIABLES = ["PORT", "HOST", "LOG_LEVEL", "HUB_DATA_DIR", "DATABASE_URL", "SUPERUSER_DATABASE_URL", "HUB_PLAYGROUND", "HUB_INTROSPECTION"];
+const SETTINGS_VARIABLES = ["PORT", "HOST", "LOG_LEVEL", "HUB_DATA_DIR", "DATABASE_URL", "SUPERUSER_DATABASE_URL", "HUB_PLAYGROUND", "HUB_INTROSPECTION", "POSTGRAPHILE_DATABASE_URL", "LOG_PRETTY"];
 
 /** startAndListen with these environment variables (and no other setting variable) in place. */
 async function startWithEnv(env: Record<string, string>, options: Record<string, unknown>) {
@@ -142,5 +143,48 @@ t.test("valid values are accepted the same way from both sources", async (t) => 
     const res = await fetch(`${server.url}/graphql`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ query: "{ __schema { queryType { name } } }" }) });
     const body = (await res.json()) as { errors?: unknown[] };
     t.ok(body.errors, "introspection off, from either source");
+  }
+});
+
+/** Variables without an option of their own: refused like the others, before anything starts. */
+async function refusal(t: Tap.Test, env: Record<string, string>): Promise<Error & { code?: string }> {
+  const dataDir = tmpDir(t);
+  try {
+    const server = await startWithEnv(env, { port: 0, logLevel: "silent", handleSignals: false, dataDir });
+    t.teardown(() => server.stop());
+    t.fail(`started instead of refusing ${JSON.stringify(env)}`);
+    return new Error("started");
+  } catch (error) {
+    return error as Error & { code?: string };
+  }
+}
+
+const PG_OTHER = "postgres://other:otherpw@127.0.0.1:2/db";
+
+t.test("POSTGRAPHILE_DATABASE_URL names the GraphQL connection like DATABASE_URL, by the same rules", async (t) => {
+  const malformed = await refusal(t, { POSTGRAPHILE_DATABASE_URL: "mysql://u:secretpw@h/db", SUPERUSER_DATABASE_URL: PG });
+  t.equal(malformed.code, "HUB_CONFIG_INVALID");
+  t.match(malformed.message, /^Environment variable POSTGRAPHILE_DATABASE_URL is invalid: received .*, expected a URL starting with postgres:\/\/ or postgresql:\/\//);
+
+  const alone = await refusal(t, { POSTGRAPHILE_DATABASE_URL: PG });
+  t.equal(alone.code, "HUB_CONFIG_INVALID");
+  t.match(alone.message, /^Environment variable SUPERUSER_DATABASE_URL is invalid: .*whenever POSTGRAPHILE_DATABASE_URL is set/);
+
+  const both = await refusal(t, { POSTGRAPHILE_DATABASE_URL: PG, DATABASE_URL: PG_OTHER, SUPERUSER_DATABASE_URL: PG });
+  t.equal(both.code, "HUB_CONFIG_INVALID");
+  t.match(both.message, /POSTGRAPHILE_DATABASE_URL/);
+  t.match(both.message, /the same URL as DATABASE_URL .*set only one of them/);
+  for (const e of [malformed, alone, both]) t.notMatch(e.message, /secretpw|otherpw/, "never echoes a database password");
+
+  // Both set to the same URL is one setting: it gets as far as connecting (nothing listens on port 1).
+  const same = await refusal(t, { POSTGRAPHILE_DATABASE_URL: PG, DATABASE_URL: PG, SUPERUSER_DATABASE_URL: PG });
+  t.equal(same.code, "HUB_DB_CONNECT", same.message);
+});
+
+t.test("LOG_PRETTY takes true or false, refused otherwise like other variables", async (t) => {
+  for (const raw of ["yes", "1", "on", "TRUE"]) {
+    const error = await refusal(t, { LOG_PRETTY: raw });
+    t.equal(error.code, "HUB_CONFIG_INVALID");
+    t.equal(error.message, `Environment variable LOG_PRETTY is invalid: received ${JSON.stringify(raw)}, expected true or false.`);
   }
 });

@@ -5,6 +5,7 @@
  */
 import "./helpers/env.js";
 import t from "tap";
+import fs from "node:fs";
 import path from "node:path";
 import pg from "pg";
 import { runMigrations } from "@hubpkg/hub";
@@ -19,6 +20,7 @@ import {
   type HubTestServer,
   type TestServer,
 } from "@hubpkg/hub/test";
+import { startServerProcess } from "./helpers/process.js";
 import { tmpDir, writeFiles } from "./helpers/tmp.js";
 
 const count = async (server: HubTestServer, sql: string): Promise<number> => Number((await server.dbPool.query<{ n: string }>(sql)).rows[0]!.n);
@@ -140,4 +142,46 @@ t.test("a reset script: drop the schemas, then runMigrations on a client it hold
     { code: "HUB_INVALID_ARGUMENT", message: /inside a withPgClientTransaction transaction/ },
   );
   await t.rejects(runMigrations({ pgClient: undefined as never }), { code: "HUB_INVALID_ARGUMENT" });
+});
+
+t.test("the newest template's start: POSTGRAPHILE_DATABASE_URL with SUPERUSER_DATABASE_URL, a skip- migration, LOG_PRETTY=true", async (t) => {
+  // A database of the test kit's cluster, and its two URLs as the template's .env names them.
+  const db = await startTestServer();
+  t.teardown(() => db.stop());
+  const dir = tmpDir(t);
+  const migrations = writeFiles(path.join(dir, "migrations"), {
+    "001-note.sql": "create schema app; create table app.note (id int primary key, body text not null);",
+    // The template's disabled example: it would fail if it ran.
+    "skip-002-coinflip.sql": "this is a disabled example, not sql;",
+  });
+  const config = path.join(dir, "hub.config.mjs");
+  fs.writeFileSync(config, `export default { userDatabaseMigrationsPath: ${JSON.stringify(migrations)} };\n`);
+  const server = await startServerProcess({
+    POSTGRAPHILE_DATABASE_URL: db.databaseUrl,
+    SUPERUSER_DATABASE_URL: db.superuserDatabaseUrl,
+    DATABASE_URL: "",
+    HUB_CONFIG: config,
+    // Pretty whatever NODE_ENV is: production would otherwise log JSON.
+    NODE_ENV: "production",
+    HOST: "127.0.0.1",
+    LOG_PRETTY: "true",
+  });
+  t.teardown(() => server.child.kill("SIGKILL"));
+
+  const res = await fetch(`${server.url}/graphql`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ query: "{ hubCurrentUser { id } }" }),
+  });
+  t.same(await res.json(), { data: { hubCurrentUser: null } }, "GraphQL served over the POSTGRAPHILE_DATABASE_URL connection");
+  const recorded = await db.dbPool.query<{ name: string }>("select name from hub_secret.migration where kind = 'user' order by name");
+  t.same(recorded.rows.map((r) => r.name), ["001-note.sql"], "the numbered file applied, the skip- file not");
+
+  server.child.kill("SIGTERM");
+  t.equal(await server.exited, 0, "stops cleanly");
+  const output = server.output();
+  t.equal(output.match(/skipped a migration file whose name does not start with a number/g)?.length, 1, "one line about the skipped file");
+  t.match(output, /skip-002-coinflip\.sql/, "naming it");
+  t.match(output, /INFO.*hub listening on/, "human-readable lines (pino-pretty)");
+  t.notMatch(output, /^\{"level"/m, "no JSON lines");
 });
