@@ -14,6 +14,8 @@ export interface HubConfig {
   databaseUrl: string | undefined;
   /** Connection for migrations and `superuserPool`. */
   superuserDatabaseUrl: string | undefined;
+  /** The variable that gave databaseUrl, for messages about that connection. */
+  databaseUrlVariable: "DATABASE_URL" | "POSTGRAPHILE_DATABASE_URL";
   /** LOG_PRETTY: true for pino-pretty, false for JSON; unset: pretty in a development terminal. */
   logPretty: boolean | undefined;
   port: number;
@@ -111,12 +113,13 @@ export function readConfig(env: Env = process.env, options: ConfigOptions = {}):
   };
 
   const nodeEnv = pick("nodeEnv")?.value ?? "development";
-  const { databaseUrl, superuserDatabaseUrl } = databaseUrls(env, options, pick);
+  const { databaseUrl, superuserDatabaseUrl, databaseUrlVariable } = databaseUrls(env, options, pick);
   const host = pick("host")?.value;
   const dataDir = pick("dataDir")?.value;
   return {
     databaseUrl,
     superuserDatabaseUrl,
+    databaseUrlVariable,
     logPretty: pick("logPretty")?.value,
     port: pick("port")?.value ?? 4000,
     host: host ?? (nodeEnv === "production" ? "0.0.0.0" : "127.0.0.1"),
@@ -139,7 +142,7 @@ function databaseUrls(
   env: Env,
   options: ConfigOptions,
   pick: (key: "databaseUrl" | "postgraphileDatabaseUrl" | "superuserDatabaseUrl") => { value: unknown } | undefined,
-): { databaseUrl: string | undefined; superuserDatabaseUrl: string | undefined } {
+): { databaseUrl: string | undefined; superuserDatabaseUrl: string | undefined; databaseUrlVariable: HubConfig["databaseUrlVariable"] } {
   const source: Source = options.databaseUrl !== undefined || options.superuserDatabaseUrl !== undefined ? "option" : "env";
   // From options, a URL not given is missing, not taken from the environment.
   const get = (key: "databaseUrl" | "superuserDatabaseUrl") =>
@@ -181,5 +184,5 @@ function databaseUrls(
       `a postgres:// URL whenever ${nameOf(su, source)} is set; unset both to use the embedded database`,
     );
   }
-  return { databaseUrl, superuserDatabaseUrl };
+  return { databaseUrl, superuserDatabaseUrl, databaseUrlVariable: db.variable as HubConfig["databaseUrlVariable"] };
 }

@@ -95,12 +95,12 @@ export async function startAndListen(
     const urls = { databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl };
     const embedded = db.embedded;
 
-    const pools: HubPools = await retryWhileEmbeddedRestarts(db, () => openPools(urls, log, { graphqlPipeline: PIPELINED_GRAPHQL }));
+    const pools: HubPools = await retryWhileEmbeddedRestarts(db, () => openPools(urls, log, { graphqlPipeline: PIPELINED_GRAPHQL, databaseUrlVariable: config.databaseUrlVariable }));
     cleanup.push(() => Promise.all([endPool(pools.graphql), endPool(pools.superuser), endPool(pools.credentials)]));
     // Connected while the rest starts, so the first credential lookup finds a warm connection.
     pools.credentials.query("select 1").catch(() => undefined);
     await retryWhileEmbeddedRestarts(db, () => migrate(pools.superuser, { userMigrationsPath: options.userDatabaseMigrationsPath, log }));
-    await ensureRoleSwitch(pools, log);
+    await ensureRoleSwitch(pools, log, config.databaseUrlVariable);
     setSuperuserPool(pools.superuser);
     cleanup.push(async () => clearSuperuserPool(pools.superuser));
 

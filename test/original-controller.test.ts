@@ -20,7 +20,7 @@ import {
   type HubTestServer,
   type TestServer,
 } from "@hubpkg/hub/test";
-import { startServerProcess } from "./helpers/process.js";
+import { runServerExpectingFailure, startServerProcess } from "./helpers/process.js";
 import { tmpDir, writeFiles } from "./helpers/tmp.js";
 
 const count = async (server: HubTestServer, sql: string): Promise<number> => Number((await server.dbPool.query<{ n: string }>(sql)).rows[0]!.n);
@@ -184,4 +184,19 @@ t.test("the newest template's start: POSTGRAPHILE_DATABASE_URL with SUPERUSER_DA
   t.match(output, /skip-002-coinflip\.sql/, "naming it");
   t.match(output, /INFO.*hub listening on/, "human-readable lines (pino-pretty)");
   t.notMatch(output, /^\{"level"/m, "no JSON lines");
+});
+
+t.test("a GraphQL connection named POSTGRAPHILE_DATABASE_URL is named so when it fails", async (t) => {
+  const db = await startTestServer();
+  t.teardown(() => db.stop());
+  const { code, stderr } = await runServerExpectingFailure({
+    POSTGRAPHILE_DATABASE_URL: "postgres://someone:secretpw@127.0.0.1:1/db",
+    SUPERUSER_DATABASE_URL: db.superuserDatabaseUrl,
+    DATABASE_URL: "",
+    HUB_EXAMPLES: "off",
+  });
+  t.equal(code, 1);
+  t.match(stderr, /Cannot connect to POSTGRAPHILE_DATABASE_URL \(postgres:\/\/someone:\*\*\*@127\.0\.0\.1:1\/db\)/);
+  t.match(stderr, /HUB_DB_CONNECT/);
+  t.notMatch(stderr, /secretpw/);
 });

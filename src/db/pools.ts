@@ -59,14 +59,14 @@ function makePool(connectionString: string, name: string, max: number, log: Logg
 export async function openPools(
   urls: { databaseUrl: string; superuserDatabaseUrl: string },
   log: Logger,
-  options: { graphqlPipeline?: boolean } = {},
+  options: { graphqlPipeline?: boolean; /** How the user named the GraphQL connection (DATABASE_URL or POSTGRAPHILE_DATABASE_URL). */ databaseUrlVariable?: string } = {},
 ): Promise<HubPools> {
   const superuser = makePool(urls.superuserDatabaseUrl, "superuser", 10, log);
   const graphql = makePool(urls.databaseUrl, "graphql", 20, log, options.graphqlPipeline ?? true);
   const credentials = makePool(urls.superuserDatabaseUrl, "credentials", CREDENTIAL_POOL_SIZE, log);
   for (const [pool, variable, url] of [
     [superuser, "SUPERUSER_DATABASE_URL", urls.superuserDatabaseUrl],
-    [graphql, "DATABASE_URL", urls.databaseUrl],
+    [graphql, options.databaseUrlVariable ?? "DATABASE_URL", urls.databaseUrl],
   ] as const) {
     try {
       await pool.query("select 1");
@@ -87,7 +87,7 @@ export async function openPools(
  * member of it. Grant it when we hold a superuser connection; otherwise say
  * exactly which statement an administrator has to run.
  */
-export async function ensureRoleSwitch(pools: HubPools, log: Logger): Promise<void> {
+export async function ensureRoleSwitch(pools: HubPools, log: Logger, databaseUrlVariable = "DATABASE_URL"): Promise<void> {
   const { rows } = await pools.graphql.query<{ who: string; ok: boolean }>(
     "select current_user as who, pg_has_role(current_user, 'app_postgraphile', 'member') as ok",
   );
@@ -96,11 +96,11 @@ export async function ensureRoleSwitch(pools: HubPools, log: Logger): Promise<vo
   const grant = `GRANT app_postgraphile TO ${pg.escapeIdentifier(row.who)};`;
   try {
     await pools.superuser.query(grant);
-    log.info({ role: row.who }, "granted app_postgraphile to the DATABASE_URL user");
+    log.info({ role: row.who }, `granted app_postgraphile to the ${databaseUrlVariable} user`);
   } catch (error) {
     throw new HubError(
       "HUB_DB_ROLE",
-      `The DATABASE_URL user ${JSON.stringify(row.who)} cannot switch to the role app_postgraphile, and granting it failed (${(error as Error).message}). ` +
+      `The ${databaseUrlVariable} user ${JSON.stringify(row.who)} cannot switch to the role app_postgraphile, and granting it failed (${(error as Error).message}). ` +
         `Run as a database superuser: ${grant}`,
       { cause: error },
     );
