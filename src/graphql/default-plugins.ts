@@ -53,5 +53,40 @@ export const HubCurrentIdentityPlugin = extendSchema((build) => {
   };
 }, "HubCurrentIdentityPlugin");
 
+/**
+ * The original's HubUser.hubBalanceByCurrency(currency): the user's balance in
+ * that currency in the experience of the session making the request. The
+ * experience comes from the request's identity, so without a player's session
+ * (an operator, an anonymous request) the field is null; row-level security
+ * still applies to the balance read.
+ */
+export const HubBalanceByCurrencyPlugin = extendSchema((build) => {
+  const balanceResource = build.input.pgRegistry.pgResources.hub_balance;
+  if (!balanceResource) {
+    throw new Error("HubBalanceByCurrencyPlugin: hub.balance is missing from the schema (is the `hub` schema migrated?)");
+  }
+  return {
+    typeDefs: gql`
+      extend type HubUser {
+        "This user's balance in the currency (its key) in the current session's experience; null when there is none, or without a player's session."
+        hubBalanceByCurrency(currency: String!): HubBalance
+      }
+    `,
+    objects: {
+      HubUser: {
+        plans: {
+          hubBalanceByCurrency: ($user: any, fieldArgs: any) =>
+            balanceResource.get({
+              user_id: $user.get("id"),
+              // Not inhibitOnNull: this select is inlined into the user's, which must not vanish with it.
+              experience_id: lambda(context().get("identity"), (identity: Identity | undefined) => (identity?.kind === "user" ? identity.session.experience_id : null), true),
+              currency_key: fieldArgs.getRaw("currency"),
+            }),
+        },
+      },
+    },
+  };
+}, "HubBalanceByCurrencyPlugin");
+
 /** The hub's own plugins; keep them with `plugins: [...defaultPlugins, MyPlugin]`. */
-export const defaultPlugins: GraphileConfig.Plugin[] = [HubCurrentIdentityPlugin, BetInterfacePlugin, HubSessionPlugin, HubOperatorPlugin];
+export const defaultPlugins: GraphileConfig.Plugin[] = [HubCurrentIdentityPlugin, HubBalanceByCurrencyPlugin, BetInterfacePlugin, HubSessionPlugin, HubOperatorPlugin];
