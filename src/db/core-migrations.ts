@@ -49,6 +49,12 @@ import { readMigrationFolder, type Migration } from "./migration-files.js";
  *   count. No CHECK constraint is added on the tables: rows written before
  *   this rule may hold fractions, and they stay valid; only new movements are
  *   checked.
+ *
+ * 0011-casino-graphql-url-and-api-key: the casino's GraphQL endpoint
+ *   (hub.casino.graphql_url, readable like base_url) and the controller's API
+ *   key there (hub_secret.casino_api_key). The key is a credential for another
+ *   system, so it lives in hub_secret, where app_postgraphile has no usage:
+ *   no GraphQL request can select it, whatever the schema exposes.
  */
 
 /**

@@ -63,6 +63,7 @@ async function guarded<T>(fn: () => Promise<T>): Promise<T> {
 
 interface CasinoAuthInput {
   baseUrl?: string | null;
+  graphqlUrl?: string | null;
   jwtPublicKey?: string | null;
   jwksUrl?: string | null;
   jwtIssuer?: string | null;
@@ -77,7 +78,7 @@ async function checkAuthInput(input: CasinoAuthInput): Promise<void> {
       throw clientError(ErrorCode.BAD_USER_INPUT, `jwtPublicKey is not usable: ${(error as Error).message}.`);
     }
   }
-  for (const field of ["baseUrl", "jwksUrl"] as const) {
+  for (const field of ["baseUrl", "jwksUrl", "graphqlUrl"] as const) {
     const value = input[field];
     if (value === undefined || value === null) continue;
     const parsed = parse.httpUrl(value);
@@ -92,7 +93,12 @@ export const HubOperatorPlugin = extendSchema(
     typeDefs: gql`
       input HubAddCasinoInput {
         name: String!
+        "The casino's address. Without jwtPublicKey or jwksUrl, its tokens are verified with the keys at <baseUrl>/.well-known/jwks.json."
         baseUrl: String
+        "The casino's GraphQL endpoint (http or https)."
+        graphqlUrl: String
+        "The controller's API key at the casino's GraphQL endpoint. Stored where no GraphQL request can read it; never returned."
+        apiKey: String
         "The casino's public key for its user tokens: PEM (BEGIN PUBLIC KEY) or a JWK as JSON."
         jwtPublicKey: String
         "Or a JWKS URL serving its keys."
@@ -166,14 +172,25 @@ export const HubOperatorPlugin = extendSchema(
     `,
     resolvers: {
       Mutation: {
-        async hubAddCasino(_p: unknown, { input }: { input: { name: string; baseUrl?: string | null } & CasinoAuthInput }, context: PluginContext) {
+        async hubAddCasino(_p: unknown, { input }: { input: { name: string; apiKey?: string | null } & CasinoAuthInput }, context: PluginContext) {
           requireOperator(context);
           await checkAuthInput(input);
+          const apiKey = input.apiKey ?? null;
+          // The key itself is never echoed in the message: it is a credential.
+          if (apiKey !== null && (apiKey.length < 1 || apiKey.length > 1000)) {
+            throw clientError(ErrorCode.BAD_USER_INPUT, `apiKey must be a string of 1 to 1000 characters; received one of ${apiKey.length}.`);
+          }
           return guarded(() =>
             withPgPoolTransaction(context.superuserPool, async (client) => {
-              const { rows } = await client.query<{ id: string }>("insert into hub.casino (name, base_url) values ($1, $2) returning id", [input.name, input.baseUrl ?? null]);
+              const { rows } = await client.query<{ id: string }>("insert into hub.casino (name, base_url, graphql_url) values ($1, $2, $3) returning id", [
+                input.name,
+                input.baseUrl ?? null,
+                input.graphqlUrl ?? null,
+              ]);
               const casinoId = rows[0]!.id;
               if (input.jwtPublicKey || input.jwksUrl) await upsertAuth(client, casinoId, input);
+              else if (input.baseUrl) await upsertAuth(client, casinoId, { ...input, jwksUrl: defaultJwksUrl(input.baseUrl) });
+              if (apiKey !== null) await client.query("insert into hub_secret.casino_api_key (casino_id, api_key) values ($1, $2)", [casinoId, apiKey]);
               return { casinoId };
             }),
           );
@@ -228,6 +245,11 @@ interface BankrollInput {
   currencyKey: string;
   amount: number;
   reason: string;
+}
+
+/** Where a casino added with only its base URL publishes its token keys. */
+export function defaultJwksUrl(baseUrl: string): string {
+  return `${baseUrl.replace(/\/+$/, "")}/.well-known/jwks.json`;
 }
 
 async function upsertAuth(client: Pick<import("pg").Pool, "query">, casinoId: string, input: CasinoAuthInput): Promise<void> {
