@@ -36,7 +36,7 @@ export const ErrorCodes = {
   INSUFFICIENT_FUNDS: "A debit beyond the balance or the house bankroll.",
   UNAME_TAKEN: "hubCreatePlaygroundSession: a player of that name already exists in the playground casino.",
   // Casino token exchange (hubAuthenticate)
-  UNKNOWN_CASINO: "No casino has the given id.",
+  UNKNOWN_CASINO: "No casino has the given id or base URL.",
   CASINO_NOT_CONFIGURED: "The casino has no public key or JWKS URL registered, so its tokens cannot be verified.",
   USER_TOKEN_EXPIRED: "The casino's user token has expired.",
   USER_TOKEN_BAD_SIGNATURE: "The user token was not signed by the key registered for the casino.",

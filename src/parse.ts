@@ -93,13 +93,14 @@ export const SESSION_PREFIX = "session:";
 /** The Authorization header's prefix of an operator API key. */
 export const API_KEY_PREFIX = "apikey:";
 
-/** Longest credential accepted, in characters; ours are 43. */
+/** Longest credential accepted, in characters; ours are 36 (a UUID), or 43 when issued before UUIDs. */
 export const MAX_CREDENTIAL_LENGTH = 512;
 
 /**
  * A session token or API key as sent: 1 to 512 visible ASCII characters
  * (0x21–0x7E), so no whitespace, control or non-ASCII characters. Ours are
- * 43 base64url characters; anything else is simply unknown, not refused.
+ * UUIDs (36 characters), or 43 base64url characters when issued by earlier
+ * versions; anything else is simply unknown, not refused.
  */
 export const credential: Parser<string> = (v) =>
   typeof v === "string" && v.length >= 1 && v.length <= MAX_CREDENTIAL_LENGTH && /^[\x21-\x7e]+$/.test(v)
@@ -185,4 +186,17 @@ export const httpUrl: Parser<string> = (v) => {
     return expected(HTTP_URL_EXPECTED);
   }
   return url.protocol === "http:" || url.protocol === "https:" ? ok(v) : expected(HTTP_URL_EXPECTED);
+};
+
+/**
+ * A casino's base URL in the one form compared when a client names the casino
+ * by it: scheme and host lower case (the URL parser does that, and drops a
+ * default port), path, query and fragment as written, trailing slashes removed.
+ * Applied to the stored base_url and to the client's value alike, so
+ * "HTTPS://Casino.Example/" finds a casino registered as "https://casino.example".
+ */
+export const baseUrl: Parser<string> = (v) => {
+  const url = httpUrl(v);
+  if ("expected" in url) return url;
+  return ok(new URL(url.value).href.replace(/\/+$/, ""));
 };

@@ -22,7 +22,8 @@ interface Run {
 /** `node dist/cli.js …` as a user runs it (`hub …`), with the environment of a test. */
 const hub = (args: string[], env: Record<string, string | undefined> = {}): Promise<Run> => runCli(args, { DATABASE_URL: "", SUPERUSER_DATABASE_URL: "", ...env });
 
-const TOKEN = /^[A-Za-z0-9_-]{43}$/;
+/** Credentials are random UUIDs (version 4). */
+const TOKEN = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const log = createLogger({ level: "error", pretty: false });
 
 t.test("--help prints the usage on stdout and exits 0, without a database", async (t) => {
@@ -333,7 +334,7 @@ t.test("against the embedded database", async (t) => {
     t.equal(byHeader.last, ids[2], "the header form session:<token> works too");
     t.equal(await resolver.resolve(`session:${tokens[2]}`), undefined);
 
-    // Tokens are base64url: one in 64 starts with "-", and must still be accepted as a value.
+    // Tokens issued before UUIDs are base64url: one in 64 starts with "-", and must still be accepted as a value.
     const dashToken = `-${"A".repeat(42)}`;
     const { rows: dashed } = await admin.query<{ id: string }>(
       `insert into hub.session (user_id, casino_id, experience_id, token_digest)

@@ -56,7 +56,7 @@ const newSession = (expiresInSeconds?: number) =>
 
 t.test("credentials: opaque random tokens, stored as SHA-256 digests", async (t) => {
   const a = newToken();
-  t.match(a, /^[A-Za-z0-9_-]{43}$/, "32 random bytes, base64url");
+  t.match(a, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, "a random UUID (version 4)");
   t.not(a, newToken());
   t.same(digest(a), createHash("sha256").update(a).digest());
   t.equal(digest(a).length, 32);

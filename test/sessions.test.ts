@@ -47,7 +47,7 @@ t.test("casino token exchange with a registered PEM key", async (t) => {
   t.same(ok.body.errors, undefined);
   const payload = (ok.body.data as any).hubAuthenticate;
   t.match(payload, { user: { uname: "zoe", casinoId }, experience: { name: "dice" } });
-  t.match(payload.sessionToken, /^[A-Za-z0-9_-]{43}$/);
+  t.match(payload.sessionToken, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
   const me = await gql(hub.url, "{ hubCurrentUser { uname } hubCurrentExperience { name } hubCurrentCasino { name } }", {}, { authorization: `session:${payload.sessionToken}` });
   t.same(me.body.data, { hubCurrentUser: { uname: "zoe" }, hubCurrentExperience: { name: "dice" }, hubCurrentCasino: { name: "acme" } });
 

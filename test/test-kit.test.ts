@@ -27,7 +27,8 @@ import { tmpDir, writeFiles } from "./helpers/tmp.js";
 // The embedded Postgres's own readers of its pid file and of a process's liveness.
 import { isAlive as alive, readPostmasterPid } from "../dist/src/db/embedded.js";
 
-const TOKEN = /^[A-Za-z0-9_-]{43}$/;
+/** Credentials are random UUIDs (version 4). */
+const TOKEN = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 /** The ledger rows of one account, oldest first. */
 async function ledger(pool: pg.Pool, where: string, params: unknown[]) {

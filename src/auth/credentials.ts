@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import type pg from "pg";
 import type { DbCasino, DbExperience, DbUser } from "../db/types.js";
 import { argumentOutOfRange, invalidArgument } from "../errors.js";
@@ -7,12 +7,17 @@ import { argumentOutOfRange, invalidArgument } from "../errors.js";
  * Credentials (session tokens, API keys) are opaque random strings shown once.
  * The database keeps only their SHA-256 digest, so a leaked dump or
  * log grants nothing. A digest is enough here (no salt, no slow hash): the
- * input has 256 bits of entropy, so there is nothing to brute-force.
+ * input has 122 random bits, so there is nothing to brute-force.
  */
 
-/** 32 random bytes as base64url: 43 characters, safe in an HTTP header. */
+/**
+ * A random UUID (version 4: 122 random bits), the form the original's
+ * clients expect of a session key (its GraphQL type is UUID). Credentials
+ * issued before as 43 base64url characters still work: only their digest
+ * is looked up, whatever their form.
+ */
 export function newToken(): string {
-  return randomBytes(32).toString("base64url");
+  return randomUUID();
 }
 
 /** SHA-256 of the credential as sent; the 32-byte value stored in the bytea columns. */

@@ -1,4 +1,5 @@
 import { GraphQLError } from "graphql";
+import { constant } from "grafast";
 import { extendSchema, gql } from "graphile-utils";
 import type { PluginContext } from "./context.js";
 import { randomBytes } from "node:crypto";
@@ -19,6 +20,7 @@ export const PLAYGROUND_BANKROLL = 1_000_000;
 
 function sessionPayload(token: string, user: DbUser, experience: DbExperience) {
   return {
+    success: { sessionKey: token, uname: user.uname, experienceId: experience.id, userId: user.id },
     sessionToken: token,
     user: { id: user.id, uname: user.uname, casinoId: user.casino_id },
     experience: { id: experience.id, name: experience.name, casinoId: experience.casino_id },
@@ -26,11 +28,25 @@ function sessionPayload(token: string, user: DbUser, experience: DbExperience) {
 }
 
 const sessionTypes = gql`
-  "A new session. The token is shown once: send it as Authorization: session:<token>."
-  type HubSessionPayload {
+  """
+  A new session, in two shapes: the original's (success, query) and this hub's
+  (sessionToken, user, experience). The key is shown once: send it as
+  Authorization: session:<sessionKey>.
+  """
+  type HubAuthenticatePayload {
+    success: HubAuthenticateSuccess
+    "The whole Query, read with the new session's identity only on the next request."
+    query: Query
+    "The same value as success.sessionKey."
     sessionToken: String!
     user: HubSessionUser!
     experience: HubSessionExperience!
+  }
+  type HubAuthenticateSuccess {
+    sessionKey: UUID!
+    uname: String!
+    experienceId: UUID!
+    userId: UUID!
   }
   type HubSessionUser {
     id: UUID!
@@ -44,14 +60,51 @@ const sessionTypes = gql`
   }
 `;
 
+interface AuthenticateInput {
+  casinoBaseUrl?: string | null;
+  casinoId?: string | null;
+  userToken: string;
+}
+
+/** The casino id the input names, by id or by base URL (compared in normalised form on both sides). */
+async function casinoOf(pool: Pick<pg.Pool, "query">, input: AuthenticateInput): Promise<string> {
+  const byUrl = input.casinoBaseUrl !== undefined && input.casinoBaseUrl !== null;
+  const byId = input.casinoId !== undefined && input.casinoId !== null;
+  if (byUrl === byId) {
+    throw clientError(
+      ErrorCode.BAD_USER_INPUT,
+      `hubAuthenticate needs exactly one of casinoBaseUrl and casinoId; received ${byUrl ? "both" : "neither"}.`,
+    );
+  }
+  if (byId) return input.casinoId!;
+  const wanted = parse.baseUrl(input.casinoBaseUrl);
+  if ("expected" in wanted) {
+    throw clientError(ErrorCode.BAD_USER_INPUT, `casinoBaseUrl must be ${wanted.expected}; received ${describeValue(input.casinoBaseUrl)}.`);
+  }
+  // Few casinos, and the stored text may predate normalisation: compare in the one normalised form.
+  const { rows } = await pool.query<{ id: string; base_url: string }>("select id, base_url from hub.casino where base_url is not null");
+  const matches = rows.filter((row) => {
+    const stored = parse.baseUrl(row.base_url);
+    return "value" in stored && stored.value === wanted.value;
+  });
+  if (matches.length === 0) throw clientError(ErrorCode.UNKNOWN_CASINO, `No casino has the base URL ${describeValue(wanted.value)}.`);
+  if (matches.length > 1) {
+    throw clientError(ErrorCode.BAD_USER_INPUT, `${matches.length} casinos have the base URL ${describeValue(wanted.value)} once normalised; name the casino by casinoId.`);
+  }
+  return matches[0]!.id;
+}
+
 /** hubAuthenticate (casino token exchange) and hubLogout. */
 export const HubSessionPlugin = extendSchema(
   () => ({
     typeDefs: [
       sessionTypes,
       gql`
+        "Exactly one of casinoBaseUrl and casinoId names the casino."
         input HubAuthenticateInput {
-          casinoId: UUID!
+          "The casino's base URL as registered; scheme and host case and trailing slashes do not matter."
+          casinoBaseUrl: String
+          casinoId: UUID
           "A JWT the casino signed for its player (claims: uname, experience, exp)."
           userToken: String!
         }
@@ -62,17 +115,23 @@ export const HubSessionPlugin = extendSchema(
         }
         extend type Mutation {
           "Exchange a casino-signed user token for a hub session."
-          hubAuthenticate(input: HubAuthenticateInput!): HubSessionPayload!
+          hubAuthenticate(input: HubAuthenticateInput!): HubAuthenticatePayload!
           "Revoke the session in the Authorization header."
           hubLogout: HubLogoutPayload!
         }
       `,
     ],
+    plans: {
+      // The request has no root value (it would be undefined, hence null):
+      // any non-null value stands for it, since Query's fields read only the context.
+      HubAuthenticatePayload: { query: () => constant(true, false) },
+    },
     resolvers: {
       Mutation: {
-        async hubAuthenticate(_parent: unknown, args: { input: { casinoId: string; userToken: string } }, context: PluginContext) {
-          const { casinoId, userToken } = args.input;
+        async hubAuthenticate(_parent: unknown, args: { input: AuthenticateInput }, context: PluginContext) {
+          const { userToken } = args.input;
           const pool = context.superuserPool;
+          const casinoId = await casinoOf(pool, args.input);
           let player;
           try {
             player = await verifyCasinoToken(pool, casinoId, userToken);
@@ -257,7 +316,7 @@ export const HubPlaygroundPlugin = extendSchema(
       }
       extend type Mutation {
         "A session for a playground player: the one of userClientId (created on first use), or a new one named uname. A player new to an experience starts with 1000 HOUSE there."
-        hubCreatePlaygroundSession(input: HubCreatePlaygroundSessionInput!): HubSessionPayload!
+        hubCreatePlaygroundSession(input: HubCreatePlaygroundSessionInput!): HubAuthenticatePayload!
       }
     `,
     resolvers: {
