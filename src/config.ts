@@ -59,7 +59,7 @@ export const RULES = {
   logLevel: { variable: "LOG_LEVEL", option: "logLevel", env: logLevel, option_: logLevel } as Rule<LogLevel>,
   dataDir: { variable: "HUB_DATA_DIR", option: "dataDir", env: dataDirPath, option_: dataDirPath } as Rule<string>,
   databaseUrl: { variable: "DATABASE_URL", option: "databaseUrl", env: parse.postgresUrl, option_: parse.postgresUrl } as Rule<string>,
-  // The GraphQL connection under the name the original's .env template gives it; the same setting as DATABASE_URL.
+  // The GraphQL connection under the name existing controller templates' .env files give it; the same setting as DATABASE_URL.
   postgraphileDatabaseUrl: { variable: "POSTGRAPHILE_DATABASE_URL", env: parse.postgresUrl } as Rule<string>,
   logPretty: { variable: "LOG_PRETTY", env: parse.trueFalse } as Rule<boolean>,
   superuserDatabaseUrl: { variable: "SUPERUSER_DATABASE_URL", option: "superuserDatabaseUrl", env: parse.postgresUrl, option_: parse.postgresUrl } as Rule<string>,

@@ -11,7 +11,7 @@ import { argumentOutOfRange, invalidArgument } from "../errors.js";
  */
 
 /**
- * A random UUID (version 4: 122 random bits), the form the original's
+ * A random UUID (version 4: 122 random bits), the form existing game
  * clients expect of a session key (its GraphQL type is UUID). Credentials
  * issued before as 43 base64url characters still work: only their digest
  * is looked up, whatever their form.

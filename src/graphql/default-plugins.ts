@@ -54,7 +54,7 @@ export const HubCurrentIdentityPlugin = extendSchema((build) => {
 }, "HubCurrentIdentityPlugin");
 
 /**
- * The original's HubUser.hubBalanceByCurrency(currency): the user's balance in
+ * HubUser.hubBalanceByCurrency(currency), as existing frontends read it: the user's balance in
  * that currency in the experience of the session making the request. The
  * experience comes from the request's identity, so without a player's session
  * (an operator, an anonymous request) the field is null; row-level security
