@@ -2,7 +2,7 @@ import { context, inhibitOnNull, lambda } from "grafast";
 import { extendSchema, gql } from "graphile-utils";
 import type { Identity } from "../auth/identity.js";
 import { BetInterfacePlugin } from "./bet-interface.js";
-import { HubSessionPlugin } from "./sessions.js";
+import { HubSessionPlugin, HubUserClientIdPlugin } from "./sessions.js";
 import { HubOperatorPlugin } from "./operator.js";
 
 type SessionKey = "user_id" | "casino_id" | "experience_id" | "id";
@@ -89,4 +89,4 @@ export const HubBalanceByCurrencyPlugin = extendSchema((build) => {
 }, "HubBalanceByCurrencyPlugin");
 
 /** The hub's own plugins; keep them with `plugins: [...defaultPlugins, MyPlugin]`. */
-export const defaultPlugins: GraphileConfig.Plugin[] = [HubCurrentIdentityPlugin, HubBalanceByCurrencyPlugin, BetInterfacePlugin, HubSessionPlugin, HubOperatorPlugin];
+export const defaultPlugins: GraphileConfig.Plugin[] = [HubCurrentIdentityPlugin, HubBalanceByCurrencyPlugin, HubUserClientIdPlugin, BetInterfacePlugin, HubSessionPlugin, HubOperatorPlugin];

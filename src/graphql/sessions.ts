@@ -172,8 +172,10 @@ export const HubSessionPlugin = extendSchema(
  * caller has not proved to be. Two forms:
  *  - { userClientId, experienceClientId? }: the client generated the id once
  *    and keeps it; the same id is the same player again, a new id a new
- *    player. Only the id's SHA-256 digest is stored (hub.user.client_id_digest),
- *    so the id works like a password that nobody can read back.
+ *    player. The player is found by the id's SHA-256 digest
+ *    (hub.user.client_id_digest); the id itself is kept in
+ *    hub_secret.user_client_id, which only that player can read back
+ *    (HubUser.clientId), so nobody else can learn it and become that player.
  *  - { uname }: always a NEW player with that name; a name already taken in
  *    the playground casino (compared as a reader would: case, white space,
  *    compatibility forms) is refused with UNAME_TAKEN.
@@ -242,7 +244,8 @@ async function insertNamed<T extends pg.QueryResultRow>(client: pg.PoolClient, s
   return rows[0];
 }
 
-async function playgroundUserByClientId(client: pg.PoolClient, casinoId: string, clientIdDigest: Buffer): Promise<DbUser> {
+async function playgroundUserByClientId(client: pg.PoolClient, casinoId: string, clientId: string): Promise<DbUser> {
+  const clientIdDigest = digest(clientId);
   const select = `select ${USER_COLUMNS} from hub.user where casino_id = $1 and client_id_digest = $2`;
   for (let attempt = 0; attempt < 5; attempt++) {
     const found = await client.query<DbUser>(select, [casinoId, clientIdDigest]);
@@ -254,7 +257,11 @@ async function playgroundUserByClientId(client: pg.PoolClient, casinoId: string,
       [casinoId, clientIdDigest],
       "player",
     );
-    if (inserted) return inserted;
+    if (inserted) {
+      // The digest finds the player; the id itself is kept apart so that this player alone can read it back (HubUser.clientId).
+      await client.query("insert into hub_secret.user_client_id (user_id, client_id) values ($1, $2)", [inserted.id, clientId]);
+      return inserted;
+    }
   }
   throw new Error("hubCreatePlaygroundSession: the player was neither found nor created after 5 attempts");
 }
@@ -330,7 +337,7 @@ export const HubPlaygroundPlugin = extendSchema(
             const user =
               form.kind === "uname"
                 ? await newPlaygroundUserNamed(client, casino.id, form.uname)
-                : await playgroundUserByClientId(client, casino.id, digest(form.userClientId));
+                : await playgroundUserByClientId(client, casino.id, form.userClientId);
             const experience =
               form.kind === "client" && form.experienceClientId !== undefined
                 ? await playgroundExperienceByClientId(client, casino.id, form.experienceClientId)
@@ -356,4 +363,35 @@ export const HubPlaygroundPlugin = extendSchema(
     },
   }),
   "HubPlaygroundPlugin",
+);
+
+/**
+ * HubUser.clientId: the playground client id of that user, for the player
+ * itself only. The id is a secret of that client (it is how it becomes the
+ * player again), so the database answers it only to the session of that very
+ * user (hub_hidden.user_client_id) and null to everyone else, operators
+ * included. Null as well for players made otherwise, and for playground
+ * players created before the id was kept (only its digest exists for them).
+ */
+export const HubUserClientIdPlugin = extendSchema(
+  (build) => {
+    const { sql } = build;
+    const { TYPES } = build.dataplanPg;
+    return {
+      typeDefs: gql`
+        extend type HubUser {
+          "The userClientId this playground player was created with; only in the player's own session, null for anyone else and for players without one."
+          clientId: UUID
+        }
+      `,
+      objects: {
+        HubUser: {
+          plans: {
+            clientId: ($user: any) => $user.select(sql`hub_hidden.user_client_id(${$user.getClassStep().alias}.id)`, TYPES.uuid),
+          },
+        },
+      },
+    };
+  },
+  "HubUserClientIdPlugin",
 );
