@@ -166,17 +166,23 @@ t.test("experienceClientId picks or creates a playground experience", async (t) 
 t.test("one client cannot read another's client id", async (t) => {
   const aliceId = randomUUID();
   const a = await byId(aliceId);
-  const b = await byId(randomUUID());
+  const bobId = randomUUID();
+  const b = await byId(bobId);
   const op = await server.authenticateOperator();
 
-  // Only a digest is stored: the SHA-256 (computed here) of the id in lower case with hyphens.
+  // The player is found by the SHA-256 (computed here) of the id in lower case with hyphens.
   const stored = await server.dbPool.query("select client_id_digest from hub.user where id = $1", [a.user.id]);
   t.same(stored.rows[0].client_id_digest, sha256(aliceId));
 
-  // No field exposes it, to players or operators.
+  // HubUser.clientId answers the player itself only; the digest has no field.
   const userType = await gql(server.url, `{ __type(name: "HubUser") { fields { name } } }`);
   const fields = (userType.body.data as any).__type.fields.map((f: { name: string }) => f.name) as string[];
-  t.same(fields.filter((f) => /client/i.test(f)), [], "HubUser has no client id field");
+  t.same(fields.filter((f) => /client/i.test(f)), ["clientId"], "HubUser has clientId and nothing else about the id");
+  t.same((await gql(server.url, "{ allHubUsers { nodes { id clientId } } }", {}, as(a.sessionToken))).body.data, { allHubUsers: { nodes: [{ id: a.user.id, clientId: aliceId }] } });
+  const BOTH = "query($a: UUID!, $b: UUID!) { a: hubUserById(id: $a) { clientId } b: hubUserById(id: $b) { clientId } }";
+  const ids = { a: a.user.id, b: b.user.id };
+  t.same((await gql(server.url, BOTH, ids, as(b.sessionToken))).body.data, { a: null, b: { clientId: bobId } }, "another player: not even the row");
+  t.same((await gql(server.url, BOTH, ids, { authorization: `apikey:${op.apiKey}` })).body.data, { a: { clientId: null }, b: { clientId: null } }, "an operator: the rows, no ids");
   for (const headers of [as(b.sessionToken), { authorization: `apikey:${op.apiKey}` }]) {
     const res = await gql(server.url, "{ allHubUsers { nodes { id clientIdDigest } } }", {}, headers);
     t.match(res.body.errors?.[0]?.message, /Cannot query field "clientIdDigest"/);
