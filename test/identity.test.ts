@@ -125,6 +125,37 @@ t.test("a valid session resolves to a user identity", async (t) => {
   t.equal(await resolver.resolve(`apikey:${token}`), undefined, "a session token is not an API key");
 });
 
+t.test("a session created from a playground client id resolves with it, unsealed by the request's key only", async (t) => {
+  const { pool, count } = countingPool();
+  const resolver = createIdentityResolver(pool, { cacheTtlMs: 60_000 });
+  const clientId = newToken();
+  const player = await ensurePlayer(admin, { uname: `client-${newToken().slice(0, 8)}` });
+  await admin.query("update hub.user set client_id_digest = $1 where id = $2", [createHash("sha256").update(clientId).digest(), player.user.id]);
+  const make = (userClientId?: string) =>
+    createSession(admin, { userId: player.user.id, casinoId: player.casino.id, experienceId: player.experience.id, userClientId });
+  const sealedOf = async (token: string) =>
+    (await admin.query("select user_client_id_sealed as s from hub.session where token_digest = $1", [digest(token)])).rows[0].s as Buffer | null;
+
+  const withId = await make(clientId);
+  const sealed = await sealedOf(withId.token);
+  t.equal(sealed?.length, 16, "16 sealed bytes are stored");
+  t.notOk(sealed!.equals(Buffer.from(clientId.replace(/-/g, ""), "hex")), "not the id's bytes");
+  const first = await resolver.resolve(`session:${withId.token}`);
+  t.match(first, { kind: "user", clientId });
+  const cachedOnce = await resolver.resolve(`session:${withId.token}`);
+  t.match(cachedOnce, { kind: "user", clientId }, "a cache hit unseals it again");
+  t.equal(count(), 1, "without a second query");
+
+  const plain = await make();
+  t.equal(await sealedOf(plain.token), null, "a session made without a client id keeps nothing");
+  t.match(await resolver.resolve(`session:${plain.token}`), { kind: "user", clientId: null });
+
+  // The sealed copy moved to another session: that session's key opens it to a value whose digest is not the player's.
+  const moved = await make();
+  await admin.query("update hub.session set user_client_id_sealed = $1 where token_digest = $2", [sealed, digest(moved.token)]);
+  t.match(await resolver.resolve(`session:${moved.token}`), { kind: "user", clientId: null }, "another key: null");
+});
+
 t.test("a valid API key resolves to an operator identity", async (t) => {
   const { pool, count } = countingPool();
   const resolver = createIdentityResolver(pool, { cacheTtlMs: 60_000 });

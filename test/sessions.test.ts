@@ -8,7 +8,7 @@ import { makeOperator, makePlayer, withPool } from "./helpers/credentials.js";
 import { tmpDir } from "./helpers/tmp.js";
 import { dumpDatabase, findSecret, sha256 } from "./helpers/secrets.js";
 import { createPlayer, startTestServer } from "@hubpkg/hub/test";
-import { randomUUID } from "node:crypto";
+import { createHmac, randomUUID } from "node:crypto";
 
 let hub: RunningServer;
 let dataDir: string;
@@ -229,16 +229,20 @@ t.test("no token or key is stored in the database, only digests", async (t) => {
   const playgroundToken = (playground.body.data as any).hubCreatePlaygroundSession.sessionToken as string;
   const dump = await withPool(hub.superuserDatabaseUrl, (pool) => dumpDatabase(pool));
   t.ok(dump.tables.includes("hub.session") && dump.tables.includes("hub.api_key") && dump.tables.includes("hub_secret.migration"), "every schema's tables were read");
-  for (const [name, secret] of [["session token", player.token], ["API key", key.key], ["playground session token", playgroundToken]] as const) {
+  for (const [name, secret] of [["session token", player.token], ["API key", key.key], ["playground session token", playgroundToken], ["playground client id", clientId]] as const) {
     t.same(findSecret(dump, secret), [], `no ${name}, in any form`);
     t.not(findSecret(dump, sha256(secret)).length, 0, `control: the ${name}'s SHA-256 (computed here) is found, as bytes`);
   }
-  // The playground client id is kept for its player to read back (HubUser.clientId), in hub_secret.user_client_id only.
-  const elsewhere = await withPool(hub.superuserDatabaseUrl, (pool) => dumpDatabase(pool, { except: ["hub_secret.user_client_id"] }));
-  t.ok(elsewhere.tables.includes("hub.user") && !elsewhere.tables.includes("hub_secret.user_client_id"));
-  t.same(findSecret(elsewhere, clientId), [], "the playground client id nowhere but hub_secret.user_client_id");
-  t.not(findSecret(elsewhere, sha256(clientId)).length, 0, "control: its SHA-256 is found (hub.user.client_id_digest)");
-  t.not(findSecret(dump, clientId).length, 0, "control: the dump of every table finds it");
+  // The session does keep the id, for its player to read back (HubUser.clientId), but only sealed with the session key:
+  // the id XOR HMAC-SHA256(session key, "hub:user-client-id"), computed here with node:crypto.
+  const sealed = await withPool(hub.superuserDatabaseUrl, async (pool) =>
+    (await pool.query("select user_client_id_sealed from hub.session where token_digest = $1", [sha256(playgroundToken)])).rows[0].user_client_id_sealed as Buffer,
+  );
+  t.equal(sealed.length, 16);
+  t.ok(dump.bytes.some((b) => b.equals(sealed)), "control: the sealed copy is in the dump");
+  const pad = createHmac("sha256", playgroundToken).update("hub:user-client-id").digest();
+  const opened = Buffer.from(sealed.map((byte, i) => byte ^ pad[i]!)).toString("hex");
+  t.equal(opened, clientId.replace(/-/g, ""), "control: the session key (which the dump lacks) opens it");
   const stored = await withPool(hub.superuserDatabaseUrl, async (pool) => ({
     session: (await pool.query("select token_digest from hub.session where id = $1", [player.sessionId])).rows[0].token_digest as Buffer,
     key: (await pool.query("select key_digest from hub.api_key where id = $1", [key.id])).rows[0].key_digest as Buffer,

@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from "node:crypto";
+import { createHash, createHmac, randomUUID, timingSafeEqual } from "node:crypto";
 import type pg from "pg";
 import type { DbCasino, DbExperience, DbUser } from "../db/types.js";
 import { argumentOutOfRange, invalidArgument } from "../errors.js";
@@ -25,6 +25,47 @@ export function digest(token: string): Buffer {
   return createHash("sha256").update(token, "utf8").digest();
 }
 
+/**
+ * A playground client id sealed with the session key it was used to obtain:
+ * the id's 16 bytes XOR the first 16 bytes of HMAC-SHA256(key: the session
+ * key as sent, message: CLIENT_ID_SEAL_LABEL). The session keeps the sealed
+ * copy (hub.session.user_client_id_sealed) so that its player can read the id
+ * back, while the database holds the id in no readable form: the session key
+ * is stored only as its SHA-256, which says nothing about this HMAC, and each
+ * session key is random and seals one id only, so the pad is never reused.
+ */
+const CLIENT_ID_SEAL_LABEL = "hub:user-client-id";
+
+function clientIdPad(sessionKey: string): Buffer {
+  return createHmac("sha256", Buffer.from(sessionKey, "utf8")).update(CLIENT_ID_SEAL_LABEL, "utf8").digest().subarray(0, 16);
+}
+
+function xor16(a: Buffer, b: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(16);
+  for (let i = 0; i < 16; i++) out[i] = a[i]! ^ b[i]!;
+  return out;
+}
+
+/** The client id (a UUID in canonical form: lower case, with hyphens) sealed with the session key: 16 bytes. */
+export function sealClientId(clientId: string, sessionKey: string): Buffer {
+  const bytes = Buffer.from(clientId.replace(/-/g, ""), "hex");
+  if (bytes.length !== 16) throw new TypeError("sealClientId: the client id must be a UUID");
+  return xor16(bytes, clientIdPad(sessionKey));
+}
+
+/**
+ * The client id back from its sealed copy and the session key, in canonical
+ * form, or null when it does not hash to `expectedDigest` (the player's
+ * client_id_digest): a copy sealed for another player, another key or
+ * altered in the database yields nothing rather than a wrong id.
+ */
+export function unsealClientId(sealed: Buffer, sessionKey: string, expectedDigest: Buffer | null): string | null {
+  if (sealed.length !== 16 || !expectedDigest || expectedDigest.length !== 32) return null;
+  const hex = xor16(sealed, clientIdPad(sessionKey)).toString("hex");
+  const id = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  return timingSafeEqual(digest(id), expectedDigest) ? id : null;
+}
+
 /** The default casino of development: created by core migration 0004 with is_playground = true. */
 export const PLAYGROUND_CASINO = "playground";
 export const DEFAULT_EXPERIENCE = "default";
@@ -48,6 +89,12 @@ export interface CreateSessionInput {
   experienceId: string;
   /** Lifetime from now; the table's default (30 days) when omitted. Fractions allowed. */
   expiresInSeconds?: number | undefined;
+  /**
+   * The playground client id (canonical UUID) the session is created from:
+   * kept on the session only sealed with the new key (sealClientId), so that
+   * requests with that key, and no one else, can read it back.
+   */
+  userClientId?: string | undefined;
 }
 
 /**
@@ -63,15 +110,16 @@ export async function createSession(pool: Queryable, input: CreateSessionInput):
   }
   const token = newToken();
   const { rows } = await pool.query<{ id: string; expired_at: Date }>(
-    `insert into hub.session (user_id, casino_id, experience_id, token_digest, expired_at)
+    `insert into hub.session (user_id, casino_id, experience_id, token_digest, expired_at, user_client_id_sealed)
      select u.id, u.casino_id, e.id, $4,
             case when $5::float8 is null then now() + interval '30 days'
-                 else now() + $5::float8 * interval '1 second' end
+                 else now() + $5::float8 * interval '1 second' end,
+            $6
        from hub.user u
        join hub.experience e on e.casino_id = u.casino_id
       where u.id = $1 and u.casino_id = $2 and e.id = $3
      returning id, expired_at`,
-    [input.userId, input.casinoId, input.experienceId, digest(token), expiresInSeconds ?? null],
+    [input.userId, input.casinoId, input.experienceId, digest(token), expiresInSeconds ?? null, input.userClientId === undefined ? null : sealClientId(input.userClientId, token)],
   );
   const row = rows[0];
   if (!row) {

@@ -12,6 +12,12 @@ export interface UserIdentity {
   user: DbUser;
   sessionId: string;
   session: Pick<DbSession, "id" | "user_id" | "casino_id" | "experience_id" | "expired_at">;
+  /**
+   * The playground client id this session was created from, unsealed with the
+   * request's own session key; null for sessions made otherwise. A credential
+   * of the player (it logs in as them): never log or store it.
+   */
+  clientId: string | null;
 }
 
 export interface OperatorIdentity {

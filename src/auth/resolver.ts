@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { digest } from "./credentials.js";
+import { digest, unsealClientId } from "./credentials.js";
 import type { DbUser } from "../db/types.js";
 import { describeValue, HubError } from "../errors.js";
 import type { Identity, UserIdentity } from "./identity.js";
@@ -8,7 +8,7 @@ import * as parse from "../parse.js";
 /**
  * Authorization header → identity (`session:` or `apikey:`), for the auth hook.
  *
- *   session:<token>  → { kind: "user", user, sessionId, session }  (unrevoked, unexpired)
+ *   session:<token>  → { kind: "user", user, sessionId, session, clientId }  (unrevoked, unexpired)
  *   apikey:<key>     → { kind: "operator", apiKey, apiKeyId }       (unrevoked)
  *
  * Anything else is unauthenticated (undefined) and costs no database query.
@@ -18,7 +18,9 @@ import * as parse from "../parse.js";
  * Caching. Each answer, a valid identity or "no such credential", is kept in
  * memory for cacheTtlMs, keyed by kind and SHA-256 digest, never by the token
  * itself; the operator identity's apiKey is re-attached from the header at
- * each call, so no raw credential sits in the cache. Consequences:
+ * each call, so no raw credential sits in the cache. Likewise a playground
+ * session's client id is cached only sealed (as stored) and unsealed at each
+ * call with the key the request carries (one HMAC and one SHA-256). Consequences:
  *  - revoking a session or an API key in the database takes effect after at
  *    most cacheTtlMs in this process (call clear() to make it immediate, or
  *    forgetSession() for one session, as hubLogout does);
@@ -73,7 +75,7 @@ export interface IdentityResolverOptions {
 
 /** What a lookup found, without any raw credential. */
 type Found =
-  | { kind: "user"; user: DbUser; session: UserIdentity["session"] }
+  | { kind: "user"; user: DbUser; session: UserIdentity["session"]; clientIdSealed: Buffer | null; clientIdDigest: Buffer | null }
   | { kind: "operator"; apiKeyId: string };
 
 interface Entry {
@@ -83,8 +85,9 @@ interface Entry {
 }
 
 const SESSION_SQL = `
-select s.id, s.user_id, s.casino_id, s.experience_id, s.expired_at,
-       u.id as u_id, u.casino_id as u_casino_id, u.uname as u_uname, u.created_at as u_created_at
+select s.id, s.user_id, s.casino_id, s.experience_id, s.expired_at, s.user_client_id_sealed,
+       u.id as u_id, u.casino_id as u_casino_id, u.uname as u_uname, u.created_at as u_created_at,
+       case when s.user_client_id_sealed is not null then u.client_id_digest end as u_client_id_digest
   from hub.session s
   join hub.user u on u.id = s.user_id
  where s.token_digest = $1 and s.revoked_at is null and s.expired_at > now()`;
@@ -97,10 +100,12 @@ interface SessionRow {
   casino_id: string;
   experience_id: string;
   expired_at: Date;
+  user_client_id_sealed: Buffer | null;
   u_id: string;
   u_casino_id: string;
   u_uname: string;
   u_created_at: Date;
+  u_client_id_digest: Buffer | null;
 }
 
 const resolverOptionInvalid = (option: string, received: unknown, expected: string): HubError =>
@@ -139,6 +144,8 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
       kind: "user",
       user: { id: row.u_id, casino_id: row.u_casino_id, uname: row.u_uname, created_at: row.u_created_at },
       session: { id: row.id, user_id: row.user_id, casino_id: row.casino_id, experience_id: row.experience_id, expired_at: row.expired_at },
+      clientIdSealed: row.user_client_id_sealed,
+      clientIdDigest: row.u_client_id_digest,
     };
   }
 
@@ -169,7 +176,8 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
     if (found.kind === "operator") return { kind: "operator", apiKey: credential, apiKeyId: found.apiKeyId };
     // The database checked expiry when the row was read; the cache may outlive it.
     if (found.session.expired_at.getTime() <= Date.now()) return undefined;
-    return { kind: "user", user: { ...found.user }, sessionId: found.session.id, session: { ...found.session } };
+    const clientId = found.clientIdSealed ? unsealClientId(found.clientIdSealed, credential, found.clientIdDigest) : null;
+    return { kind: "user", user: { ...found.user }, sessionId: found.session.id, session: { ...found.session }, clientId };
   }
 
   const resolver: IdentityResolver = {

@@ -56,13 +56,14 @@ import { readMigrationFolder, type Migration } from "./migration-files.js";
  *   system, so it lives in hub_secret, where app_postgraphile has no usage:
  *   no GraphQL request can select it, whatever the schema exposes.
  *
- * 0012-playground-user-client-id: the playground client id itself, so a
- *   player can read it back (HubUser.clientId). The digest in hub.user still
- *   finds the player; the id is kept in hub_secret.user_client_id, out of
- *   reach of app_postgraphile, and read only through
- *   hub_hidden.user_client_id(user_id), which answers the player of the
- *   request's session about itself and null to anyone else. Players created
- *   before it have only the digest, so their id cannot be shown.
+ * 0012-playground-user-client-id: the playground client id, so a player can
+ *   read it back (HubUser.clientId), without the database ever holding it
+ *   readably: each session created from a client id keeps it sealed with
+ *   that session's key (hub.session.user_client_id_sealed: the id XOR an
+ *   HMAC-SHA256 keyed with the session key, which itself is stored only as
+ *   its SHA-256). Only a request carrying the key unseals it;
+ *   app_postgraphile cannot select the column. The digest in hub.user still
+ *   finds the player.
  */
 
 /**

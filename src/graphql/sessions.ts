@@ -1,5 +1,5 @@
 import { GraphQLError } from "graphql";
-import { constant } from "grafast";
+import { constant, context, lambda } from "grafast";
 import { extendSchema, gql } from "graphile-utils";
 import type { PluginContext } from "./context.js";
 import { randomBytes } from "node:crypto";
@@ -173,9 +173,10 @@ export const HubSessionPlugin = extendSchema(
  *  - { userClientId, experienceClientId? }: the client generated the id once
  *    and keeps it; the same id is the same player again, a new id a new
  *    player. The player is found by the id's SHA-256 digest
- *    (hub.user.client_id_digest); the id itself is kept in
- *    hub_secret.user_client_id, which only that player can read back
- *    (HubUser.clientId), so nobody else can learn it and become that player.
+ *    (hub.user.client_id_digest); the new session keeps the id only sealed
+ *    with its own key (hub.session.user_client_id_sealed), so that requests
+ *    with that key read it back (HubUser.clientId) and the database holds it
+ *    in no readable form: nobody can learn it there and become that player.
  *  - { uname }: always a NEW player with that name; a name already taken in
  *    the playground casino (compared as a reader would: case, white space,
  *    compatibility forms) is refused with UNAME_TAKEN.
@@ -244,8 +245,7 @@ async function insertNamed<T extends pg.QueryResultRow>(client: pg.PoolClient, s
   return rows[0];
 }
 
-async function playgroundUserByClientId(client: pg.PoolClient, casinoId: string, clientId: string): Promise<DbUser> {
-  const clientIdDigest = digest(clientId);
+async function playgroundUserByClientId(client: pg.PoolClient, casinoId: string, clientIdDigest: Buffer): Promise<DbUser> {
   const select = `select ${USER_COLUMNS} from hub.user where casino_id = $1 and client_id_digest = $2`;
   for (let attempt = 0; attempt < 5; attempt++) {
     const found = await client.query<DbUser>(select, [casinoId, clientIdDigest]);
@@ -257,11 +257,7 @@ async function playgroundUserByClientId(client: pg.PoolClient, casinoId: string,
       [casinoId, clientIdDigest],
       "player",
     );
-    if (inserted) {
-      // The digest finds the player; the id itself is kept apart so that this player alone can read it back (HubUser.clientId).
-      await client.query("insert into hub_secret.user_client_id (user_id, client_id) values ($1, $2)", [inserted.id, clientId]);
-      return inserted;
-    }
+    if (inserted) return inserted;
   }
   throw new Error("hubCreatePlaygroundSession: the player was neither found nor created after 5 attempts");
 }
@@ -337,7 +333,7 @@ export const HubPlaygroundPlugin = extendSchema(
             const user =
               form.kind === "uname"
                 ? await newPlaygroundUserNamed(client, casino.id, form.uname)
-                : await playgroundUserByClientId(client, casino.id, form.userClientId);
+                : await playgroundUserByClientId(client, casino.id, digest(form.userClientId));
             const experience =
               form.kind === "client" && form.experienceClientId !== undefined
                 ? await playgroundExperienceByClientId(client, casino.id, form.experienceClientId)
@@ -355,7 +351,12 @@ export const HubPlaygroundPlugin = extendSchema(
                 [user.id, casino.id, experience.id, PLAYGROUND_STARTING_BALANCE],
               );
             }
-            const { token } = await createSession(client, { userId: user.id, casinoId: casino.id, experienceId: experience.id });
+            const { token } = await createSession(client, {
+              userId: user.id,
+              casinoId: casino.id,
+              experienceId: experience.id,
+              userClientId: form.kind === "client" ? form.userClientId : undefined,
+            });
             return sessionPayload(token, user, experience);
           });
         },
@@ -368,30 +369,33 @@ export const HubPlaygroundPlugin = extendSchema(
 /**
  * HubUser.clientId: the playground client id of that user, for the player
  * itself only. The id is a secret of that client (it is how it becomes the
- * player again), so the database answers it only to the session of that very
- * user (hub_hidden.user_client_id) and null to everyone else, operators
- * included. Null as well for players made otherwise, and for playground
- * players created before the id was kept (only its digest exists for them).
+ * player again), and the database holds it only sealed with the key of each
+ * session created from it: the identity resolver unseals it with the key the
+ * request carries (identity.clientId). So the field shows it on that user's
+ * own row, in a session created from the id, and null everywhere else:
+ * other users' rows, operators, sessions made otherwise (CLI, test kit,
+ * hubAuthenticate) or before the id was kept. No SQL is involved.
  */
 export const HubUserClientIdPlugin = extendSchema(
-  (build) => {
-    const { sql } = build;
-    const { TYPES } = build.dataplanPg;
-    return {
-      typeDefs: gql`
-        extend type HubUser {
-          "The userClientId this playground player was created with; only in the player's own session, null for anyone else and for players without one."
-          clientId: UUID
-        }
-      `,
-      objects: {
-        HubUser: {
-          plans: {
-            clientId: ($user: any) => $user.select(sql`hub_hidden.user_client_id(${$user.getClassStep().alias}.id)`, TYPES.uuid),
-          },
+  () => ({
+    typeDefs: gql`
+      extend type HubUser {
+        "The userClientId this playground player's session was created with; only to that session, on the player's own row; null for anyone else and for sessions not created from one."
+        clientId: UUID
+      }
+    `,
+    objects: {
+      HubUser: {
+        plans: {
+          clientId: ($user: any) =>
+            lambda(
+              [$user.get("id"), context().get("identity")],
+              ([userId, identity]) => (identity?.kind === "user" && identity.user.id === userId ? identity.clientId : null),
+              true,
+            ),
         },
       },
-    };
-  },
+    },
+  }),
   "HubUserClientIdPlugin",
 );

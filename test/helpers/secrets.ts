@@ -6,8 +6,7 @@
  * each also any 16-character piece of it (a secret cut to fit a column is
  * still a leak). bytea values are searched as bytes, not as Postgres's hex
  * rendering of them. SHA-256 is computed here with node:crypto, never with
- * the product's own digest function. `except` leaves out tables named
- * `schema.table`, for secrets that are meant to be kept in one place.
+ * the product's own digest function.
  */
 import { createHash } from "node:crypto";
 import type pg from "pg";
@@ -15,7 +14,7 @@ import type pg from "pg";
 export const sha256 = (text: string): Buffer => createHash("sha256").update(text, "utf8").digest();
 
 /** Every value of every column of every table outside the system schemas, as text and (for bytea) as bytes. */
-export async function dumpDatabase(pool: pg.Pool, options: { except?: string[] } = {}): Promise<{ text: string[]; bytes: Buffer[]; tables: string[] }> {
+export async function dumpDatabase(pool: pg.Pool): Promise<{ text: string[]; bytes: Buffer[]; tables: string[] }> {
   const { rows: columns } = await pool.query<{ schema: string; table: string; column: string; type: string }>(
     `select c.table_schema as schema, c.table_name as table, c.column_name as column, c.data_type as type
        from information_schema.columns c
@@ -27,7 +26,6 @@ export async function dumpDatabase(pool: pg.Pool, options: { except?: string[] }
   const bytes: Buffer[] = [];
   const tables = new Set<string>();
   for (const { schema, table, column, type } of columns) {
-    if (options.except?.includes(`${schema}.${table}`)) continue;
     tables.add(`${schema}.${table}`);
     const ident = (s: string) => `"${s.replace(/"/g, '""')}"`;
     const source = `${ident(schema)}.${ident(table)}`;

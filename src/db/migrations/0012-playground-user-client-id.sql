@@ -1,18 +1,9 @@
-create table hub_secret.user_client_id (
-  user_id uuid primary key references hub.user(id) on delete cascade,
-  client_id uuid not null
-);
-revoke all on hub_secret.user_client_id from public;
-
--- Runs as its owner, so it can read hub_secret; it answers only the player of
--- the request's own session, about itself. Everyone else, operators included,
--- gets null.
-create function hub_hidden.user_client_id(user_id uuid) returns uuid
-language sql stable security definer
-set search_path = pg_catalog, pg_temp
-as $fn$
-  select c.client_id from hub_secret.user_client_id c
-  where c.user_id = $1 and $1 = hub_hidden.current_user_id()
-$fn$;
-revoke all on function hub_hidden.user_client_id(uuid) from public;
-grant execute on function hub_hidden.user_client_id(uuid) to app_postgraphile;
+-- The playground client id of the player, sealed with the key of the session
+-- it was sent to obtain (16 bytes: the id XOR the first 16 bytes of
+-- HMAC-SHA256 keyed with the session key). Only requests carrying that key
+-- can unseal it; the key itself is stored only as token_digest, so the
+-- database holds the id in no readable form. Null for sessions not created
+-- from a client id.
+alter table hub.session add column user_client_id_sealed bytea check (length(user_client_id_sealed) = 16);
+comment on column hub.session.user_client_id_sealed is E'@behavior -*';
+-- app_postgraphile has column grants on hub.session (0003), none for this one.
