@@ -204,6 +204,29 @@ t.test("one client cannot read another's client id", async (t) => {
   }
 });
 
+t.test("only the session key the id was sealed with opens it: another player's key, or another key of the same player, reads null", async (t) => {
+  const aliceId = randomUUID();
+  const a = await byId(aliceId);
+  const aliceSealed = (await server.dbPool.query<{ s: Buffer }>("select user_client_id_sealed as s from hub.session where token_digest = $1", [sha256(a.sessionToken)])).rows[0]!.s;
+  t.equal(aliceSealed.length, 16, "alice's session keeps a sealed copy");
+  const ME = "{ hubCurrentUser { id clientId } }";
+  t.same((await gql(server.url, ME, {}, as(a.sessionToken))).body.data, { hubCurrentUser: { id: a.user.id, clientId: aliceId } }, "control: alice's own key opens it");
+
+  // Alice's sealed copy put on a fresh session of another playground player (before its first use, so nothing is cached).
+  const bobId = randomUUID();
+  await byId(bobId);
+  const bob = await byId(bobId);
+  await server.dbPool.query("update hub.session set user_client_id_sealed = $1 where token_digest = $2", [aliceSealed, sha256(bob.sessionToken)]);
+  const bobMe = await gql(server.url, `query($a: UUID!) { hubCurrentUser { id clientId } hubUserById(id: $a) { clientId } }`, { a: a.user.id }, as(bob.sessionToken));
+  t.same(bobMe.body, { data: { hubCurrentUser: { id: bob.user.id, clientId: null }, hubUserById: null } }, "bob's key opens it to nothing: neither alice's id nor a wrong one");
+
+  // And on another session of alice herself, made otherwise (a different key): null too.
+  const other = await server.authenticate(a.user.id, a.experience.id);
+  await server.dbPool.query("update hub.session set user_client_id_sealed = $1 where token_digest = $2", [aliceSealed, sha256(other.token)]);
+  t.same((await gql(server.url, ME, {}, as(other.token))).body.data, { hubCurrentUser: { id: a.user.id, clientId: null } }, "another key of alice's: null");
+  t.same((await gql(server.url, ME, {}, as(a.sessionToken))).body.data, { hubCurrentUser: { id: a.user.id, clientId: aliceId } }, "alice's first session still reads it");
+});
+
 t.test("bad input: one form per call, and a clear code", async (t) => {
   const cases: [string, Record<string, unknown>, RegExp, string][] = [
     ["both forms", { uname: "hank", userClientId: randomUUID() }, /either \{ userClientId, experienceClientId \}.*or \{ uname \}, not both; received userClientId, uname/, "BAD_USER_INPUT"],
