@@ -12,10 +12,10 @@ const W = 320;
 const H = 120;
 const PAD = { l: 4, r: 4, t: 8, b: 16 };
 
-function scale(points: Point[], extra: number[] = []) {
-  const vs = [...points.map((p) => p.v), ...extra];
-  let min = Math.min(...vs, 0);
-  let max = Math.max(...vs, 0);
+function scale(points: Point[], extra: number[] = [], withZero = true) {
+  const vs = [...points.map((p) => p.v), ...extra, ...(withZero || points.length === 0 ? [0] : [])];
+  let min = Math.min(...vs);
+  let max = Math.max(...vs);
   if (min === max) max = min + 1;
   const t0 = points[0]?.t ?? 0;
   const t1 = points[points.length - 1]?.t ?? t0 + 1;
@@ -51,16 +51,18 @@ function Frame({ title, summary, children, points }: { title: string; summary: s
   );
 }
 
-export function LineChart({ title, points, reference, referenceLabel }: { title: string; points: Point[]; reference?: number; referenceLabel?: string }) {
-  const { x, y, min, max } = scale(points, reference === undefined ? [] : [reference]);
+/** `withZero: false` scales to the values alone (a bankroll's small moves stay visible). */
+export function LineChart({ title, points, reference, referenceLabel, withZero = true }: { title: string; points: Point[]; reference?: number; referenceLabel?: string; withZero?: boolean }) {
+  const { x, y, min, max } = scale(points, reference === undefined ? [] : [reference], withZero);
   const path = points.map((p, i) => `${i ? "L" : "M"}${x(p.t).toFixed(1)},${y(p.v).toFixed(1)}`).join(" ");
   const last = points[points.length - 1]?.v;
   const summary = `now ${last === undefined ? "–" : compact.format(last)} · range ${compact.format(min)} to ${compact.format(max)}${reference !== undefined ? ` · ${referenceLabel ?? "reference"} ${compact.format(reference)}` : ""}`;
   return (
     <Frame title={title} summary={summary} points={points}>
-      <line x1={PAD.l} x2={W - PAD.r} y1={y(0)} y2={y(0)} className="zero" />
+      {min <= 0 && max >= 0 && <line x1={PAD.l} x2={W - PAD.r} y1={y(0)} y2={y(0)} className="zero" />}
       {reference !== undefined && <line x1={PAD.l} x2={W - PAD.r} y1={y(reference)} y2={y(reference)} className="reference" />}
       <path d={path} className="line" />
+      {points.length === 1 && <circle cx={x(points[0]!.t)} cy={y(points[0]!.v)} r={2.5} className="dot" />}
     </Frame>
   );
 }

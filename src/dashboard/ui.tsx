@@ -33,9 +33,7 @@ export function NotAvailable({ what, needs }: { what: string; needs: string[] })
   return (
     <div className="unavailable" data-testid="not-available">
       <strong>{what}: not available on this hub.</strong>
-      <p>
-        This hub's GraphQL schema has no {needs.join(", ")}. The page works once the hub has {needs.length > 1 ? "them" : "it"}.
-      </p>
+      <p>This hub's GraphQL schema lacks {needs.join(", ")}: this part of the page works once the hub has it (after an upgrade, sign in again).</p>
     </div>
   );
 }

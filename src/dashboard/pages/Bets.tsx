@@ -185,7 +185,8 @@ function Verify({ bet }: { bet: any }) {
     const verification: Verification | undefined = hash.clientSeed !== null && weights.length ? await verifyBet({ digest: hash.digest, clientSeed: hash.clientSeed, weights, outcomeIdx: bet.outcomeIdx, nextDigest }) : undefined;
     return { hash, chain, nextDigest, verification };
   }, [bet.id]);
-  if (!fair) return <NotAvailable what="Provably fair verification" needs={["hubHashById", "a hashId on this bet"]} />;
+  if (!bet.hashId) return <p className="muted">This game's bets carry no hash: nothing to verify (provably fair bets have one).</p>;
+  if (!fair) return <NotAvailable what="Provably fair verification" needs={["hubHashById"]} />;
   if (result.loading) return <Loading when />;
   if (result.error) return <ErrorBox error={result.error} />;
   const { hash, chain, verification } = result.data!;

@@ -118,7 +118,7 @@ function BankrollCard({ bankroll, hourly, sources }: { bankroll: Bankroll; hourl
           <ErrorBox error={history.error} />
           {history.data && (
             <div className="charts">
-              <LineChart title={`Bankroll, last ${HOURS} h`} points={pts((h) => h.bankroll)} />
+              <LineChart title={`Bankroll, last ${HOURS} h`} points={pts((h) => h.bankroll).filter((_, i) => hours[i]!.bankroll !== null)} withZero={false} />
               <BarChart title="Bets per hour" points={pts((h) => Number(h.bets))} />
               <BarChart
                 title={`Wagered per hour${history.data.wagers.truncated ? " (newest bets only)" : ""}`}

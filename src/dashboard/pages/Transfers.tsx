@@ -61,7 +61,12 @@ export function Transfers() {
   const caps = useCaps();
   const has = (f: string) => caps.query.has(f);
   if (!has("allHubDeposits") && !has("allHubWithdrawalRequests") && !has("allHubWithdrawals")) {
-    return <NotAvailable what="Transfers" needs={["allHubDeposits", "allHubWithdrawalRequests", "allHubWithdrawals"]} />;
+    return (
+      <div className="stack">
+        <h1>Transfers</h1>
+        <NotAvailable what="Transfers" needs={["allHubDeposits", "allHubWithdrawalRequests", "allHubWithdrawals"]} />
+      </div>
+    );
   }
   const retry = caps.mutation.has("hubRetryWithdrawal");
   const refund = caps.mutation.has("hubRefundWithdrawal");
