@@ -1,7 +1,7 @@
 import { useEffect, useState, type FormEvent } from "react";
 import { betSources, gql, liveClient, scalarFields, type Capabilities } from "../api.js";
 import { useCaps } from "../context.js";
-import { verifyBet, type Verification } from "../fair.js";
+import { digestBytes, hexOf, verifyBet, type Verification } from "../fair.js";
 import { ErrorBox, fmt, fmtTime, Loading, NotAvailable, Section, short, Table, text, useLoad } from "../ui.js";
 import { betRowCells, BET_HEAD, readBets } from "./BetList.js";
 
@@ -195,7 +195,7 @@ function Verify({ bet }: { bet: any }) {
       <dl className="kv">
         <dt>Hash (iteration {hash.iteration})</dt>
         <dd>
-          <code>{text(hash.digest)}</code>
+          <code title={`as the hub sends it: ${hash.digest}`}>{hexOf(digestBytes(hash.digest))}</code>
         </dd>
         <dt>Client seed</dt>
         <dd>
@@ -286,6 +286,7 @@ function BetDetail({ type, id }: { type: string; id: string }) {
 }
 
 export function Bets({ betType, betId }: { betType?: string | undefined; betId?: string | undefined }) {
-  if (betType && betId) return <BetDetail type={betType} id={betId} />;
+  // Keyed: another bet is a new page, never the previous one's figures while loading.
+  if (betType && betId) return <BetDetail key={`${betType}/${betId}`} type={betType} id={betId} />;
   return <Feed />;
 }

@@ -156,7 +156,7 @@ export function Players({ userId }: { userId?: string | undefined }) {
   const caps = useCaps();
   if (!caps.query.has("hubUserById")) return <NotAvailable what="Players" needs={["hubUserById"]} />;
   return userId ? (
-    <Player userId={userId} />
+    <Player key={userId} userId={userId} />
   ) : (
     <div className="stack">
       <h1>Players</h1>

@@ -1,12 +1,14 @@
 import { gql, scalarFields, type FieldInfo } from "../api.js";
 import { useCaps } from "../context.js";
-import { ConfirmButton, ErrorBox, fmtTime, Loading, NotAvailable, Section, Table, text, useLoad } from "../ui.js";
+import { ConfirmButton, ErrorBox, fmtTime, Loading, NotAvailable, Section, short, text, useLoad } from "../ui.js";
 
 /** A withdrawal still pending after this long, or with an error, is shown as stuck. */
 const STUCK_AFTER_MS = 5 * 60_000;
 
 function cell(field: FieldInfo, value: unknown) {
   if (field.type === "Datetime" && typeof value === "string") return fmtTime(value);
+  // Ids: the end of the UUID (the random part), the whole of it on hover.
+  if (field.type === "UUID" && typeof value === "string") return <code title={value}>{short(value)}</code>;
   return text(value);
 }
 
@@ -21,7 +23,7 @@ function GenericList({ title, listField, type, rowClass, actions }: { title: str
     );
     return data.list;
   }, [listField]);
-  const shown = fields.filter((f) => !["casinoId", "experienceId"].includes(f.name));
+  const shown = fields.filter((f) => !["casinoId", "experienceId", ...(withUser ? ["userId"] : [])].includes(f.name));
   return (
     <Section title={`${title}${list.data ? ` (${list.data.totalCount})` : ""}`} actions={<button onClick={list.reload}>Refresh</button>}>
       <Loading when={list.loading && !list.data} />
@@ -33,20 +35,20 @@ function GenericList({ title, listField, type, rowClass, actions }: { title: str
             <thead>
               <tr>
                 {withUser && <th>Player</th>}
+                {actions && <th />}
                 {shown.map((f) => (
                   <th key={f.name}>{f.name}</th>
                 ))}
-                {actions && <th />}
               </tr>
             </thead>
             <tbody>
               {list.data.nodes.map((row) => (
                 <tr key={row.id} className={rowClass?.(row) ?? ""}>
                   {withUser && <td>{row.userId ? <a href={`#/players/${row.userId}`}>{row.hubUserByUserId?.uname ?? row.userId}</a> : "–"}</td>}
+                  {actions && <td>{actions(row, list.reload)}</td>}
                   {shown.map((f) => (
                     <td key={f.name}>{cell(f, row[f.name])}</td>
                   ))}
-                  {actions && <td>{actions(row, list.reload)}</td>}
                 </tr>
               ))}
             </tbody>
