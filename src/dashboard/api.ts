@@ -100,7 +100,18 @@ function unwrap(ref: TypeRef): { type: string; kind: string; list: boolean } {
 }
 
 export async function loadCapabilities(key: string): Promise<Capabilities> {
-  const data = await gql<{ __schema: any }>(SCHEMA_QUERY, undefined, key);
+  let data: { __schema: any };
+  try {
+    data = await gql<{ __schema: any }>(SCHEMA_QUERY, undefined, key);
+  } catch (error) {
+    if (/introspection/i.test((error as Error).message)) {
+      throw new GraphQLRequestError(
+        "This hub refuses GraphQL introspection (HUB_INTROSPECTION=off, the production default), which the dashboard needs to see what the hub offers: start it with HUB_INTROSPECTION=on (or introspection: true) to use the dashboard.",
+        (error as GraphQLRequestError).codes ?? [],
+      );
+    }
+    throw error;
+  }
   const types = new Map<string, TypeInfo>();
   for (const t of data.__schema.types as any[]) {
     const fields = new Map<string, FieldInfo>();

@@ -12,13 +12,13 @@ const W = 320;
 const H = 120;
 const PAD = { l: 4, r: 4, t: 8, b: 16 };
 
-function scale(points: Point[], extra: number[] = [], withZero = true) {
+function scale(points: Point[], extra: number[] = [], withZero = true, domain?: [number, number]) {
   const vs = [...points.map((p) => p.v), ...extra, ...(withZero || points.length === 0 ? [0] : [])];
   let min = Math.min(...vs);
   let max = Math.max(...vs);
   if (min === max) max = min + 1;
-  const t0 = points[0]?.t ?? 0;
-  const t1 = points[points.length - 1]?.t ?? t0 + 1;
+  const t0 = domain?.[0] ?? points[0]?.t ?? 0;
+  const t1 = domain?.[1] ?? points[points.length - 1]?.t ?? t0 + 1;
   const x = (t: number) => PAD.l + ((t - t0) / Math.max(1, t1 - t0)) * (W - PAD.l - PAD.r);
   const y = (v: number) => PAD.t + (1 - (v - min) / (max - min)) * (H - PAD.t - PAD.b);
   return { x, y, min, max };
@@ -27,7 +27,9 @@ function scale(points: Point[], extra: number[] = [], withZero = true) {
 const hourLabel = (t: number) => new Date(t).toLocaleTimeString("en-GB", { hour: "2-digit", minute: "2-digit", hour12: false });
 const compact = new Intl.NumberFormat("en-US", { notation: "compact", maximumFractionDigits: 2 });
 
-function Frame({ title, summary, children, points }: { title: string; summary: string; children: React.ReactNode; points: Point[] }) {
+function Frame({ title, summary, children, points, domain }: { title: string; summary: string; children: React.ReactNode; points: Point[]; domain?: [number, number] | undefined }) {
+  const first = domain?.[0] ?? points[0]?.t;
+  const last = domain?.[1] ?? points[points.length - 1]?.t;
   return (
     <figure className="chart">
       <figcaption>
@@ -36,13 +38,13 @@ function Frame({ title, summary, children, points }: { title: string; summary: s
       </figcaption>
       <svg viewBox={`0 0 ${W} ${H}`} role="img" aria-label={`${title}: ${summary}`} preserveAspectRatio="none">
         {children}
-        {points.length > 0 && (
+        {first !== undefined && last !== undefined && (
           <>
             <text x={PAD.l} y={H - 3} className="axis">
-              {hourLabel(points[0]!.t)}
+              {hourLabel(first)}
             </text>
             <text x={W - PAD.r} y={H - 3} className="axis" textAnchor="end">
-              {hourLabel(points[points.length - 1]!.t)}
+              {hourLabel(last)}
             </text>
           </>
         )}
@@ -52,13 +54,28 @@ function Frame({ title, summary, children, points }: { title: string; summary: s
 }
 
 /** `withZero: false` scales to the values alone (a bankroll's small moves stay visible). */
-export function LineChart({ title, points, reference, referenceLabel, withZero = true }: { title: string; points: Point[]; reference?: number; referenceLabel?: string; withZero?: boolean }) {
-  const { x, y, min, max } = scale(points, reference === undefined ? [] : [reference], withZero);
+export function LineChart({
+  title,
+  points,
+  reference,
+  referenceLabel,
+  withZero = true,
+  domain,
+}: {
+  title: string;
+  points: Point[];
+  reference?: number;
+  referenceLabel?: string;
+  withZero?: boolean;
+  /** The time span drawn, when the points cover only part of it. */
+  domain?: [number, number];
+}) {
+  const { x, y, min, max } = scale(points, reference === undefined ? [] : [reference], withZero, domain);
   const path = points.map((p, i) => `${i ? "L" : "M"}${x(p.t).toFixed(1)},${y(p.v).toFixed(1)}`).join(" ");
   const last = points[points.length - 1]?.v;
   const summary = `now ${last === undefined ? "–" : compact.format(last)} · range ${compact.format(min)} to ${compact.format(max)}${reference !== undefined ? ` · ${referenceLabel ?? "reference"} ${compact.format(reference)}` : ""}`;
   return (
-    <Frame title={title} summary={summary} points={points}>
+    <Frame title={title} summary={summary} points={points} domain={domain}>
       {min <= 0 && max >= 0 && <line x1={PAD.l} x2={W - PAD.r} y1={y(0)} y2={y(0)} className="zero" />}
       {reference !== undefined && <line x1={PAD.l} x2={W - PAD.r} y1={y(reference)} y2={y(reference)} className="reference" />}
       <path d={path} className="line" />

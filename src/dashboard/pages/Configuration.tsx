@@ -4,7 +4,16 @@ import { useCaps } from "../context.js";
 import { ConfirmButton, ErrorBox, fmtTime, Loading, NotAvailable, Section, short, Table, useLoad } from "../ui.js";
 
 /** A small form whose fields are sent as the mutation's input; empty fields are left out. */
-function MutationForm({ title, fields, submit, done }: { title: string; fields: { name: string; label: string; required?: boolean; type?: string }[]; submit: (values: Record<string, string>) => Promise<string>; done: () => void }) {
+interface FormField {
+  name: string;
+  label: string;
+  required?: boolean;
+  type?: string;
+  /** A choice instead of free text (value, label). */
+  options?: [string, string][];
+}
+
+function MutationForm({ title, fields, submit, done }: { title: string; fields: FormField[]; submit: (values: Record<string, string>) => Promise<string>; done: () => void }) {
   const [values, setValues] = useState<Record<string, string>>({});
   const [error, setError] = useState<string>();
   const [ok, setOk] = useState<string>();
@@ -27,7 +36,16 @@ function MutationForm({ title, fields, submit, done }: { title: string; fields: 
       {fields.map((f) => (
         <label key={f.name}>
           {f.label}
-          {f.type === "textarea" ? (
+          {f.options ? (
+            <select name={f.name} required={f.required} value={values[f.name] ?? ""} onChange={(e) => setValues({ ...values, [f.name]: e.target.value })}>
+              <option value="">Choose…</option>
+              {f.options.map(([value, label]) => (
+                <option key={value} value={value}>
+                  {label}
+                </option>
+              ))}
+            </select>
+          ) : f.type === "textarea" ? (
             <textarea name={f.name} value={values[f.name] ?? ""} onChange={(e) => setValues({ ...values, [f.name]: e.target.value })} />
           ) : (
             <input name={f.name} required={f.required} type={f.type ?? "text"} value={values[f.name] ?? ""} onChange={(e) => setValues({ ...values, [f.name]: e.target.value })} />
@@ -50,6 +68,7 @@ function Casinos() {
     return data.allHubCasinos.nodes;
   }, []);
   const m = (name: string) => caps.mutation.has(name);
+  const casinoChoice: FormField = { name: "casinoId", label: "Casino", required: true, options: (casinos.data ?? []).map((c) => [c.id, c.name]) };
   return (
     <Section title="Casinos and currencies">
       <Loading when={casinos.loading && !casinos.data} />
@@ -89,7 +108,7 @@ function Casinos() {
           <MutationForm
             title="Set a casino's token keys"
             fields={[
-              { name: "casinoId", label: "Casino id", required: true },
+              casinoChoice,
               { name: "jwksUrl", label: "JWKS URL" },
               { name: "jwtPublicKey", label: "Or a public key (PEM or JWK)", type: "textarea" },
               { name: "jwtIssuer", label: "Required iss (optional)" },
@@ -106,7 +125,7 @@ function Casinos() {
           <MutationForm
             title="Add a currency"
             fields={[
-              { name: "casinoId", label: "Casino id", required: true },
+              casinoChoice,
               { name: "key", label: "Key (e.g. BTC)", required: true },
               { name: "displayUnitName", label: "Display unit name", required: true },
               { name: "displayUnitScale", label: "Base units per display unit", required: true, type: "number" },
@@ -116,6 +135,24 @@ function Casinos() {
                 input: { ...input, displayUnitScale: Number(input.displayUnitScale) },
               });
               return `Added ${input.key}.`;
+            }}
+            done={casinos.reload}
+          />
+        )}
+        {m("hubCreditBankroll") && (
+          <MutationForm
+            title="Credit a house bankroll"
+            fields={[
+              casinoChoice,
+              { name: "currencyKey", label: "Currency key", required: true },
+              { name: "amount", label: "Amount (whole base units)", required: true, type: "number" },
+              { name: "reason", label: "Reason (kept in the ledger)", required: true },
+            ]}
+            submit={async (input) => {
+              const data = await gql(`mutation HubDashboardCreditBankroll($input: HubBankrollChangeInput!) { hubCreditBankroll(input: $input) { amount } }`, {
+                input: { ...input, amount: Number(input.amount) },
+              });
+              return `The bankroll is now ${data.hubCreditBankroll.amount}.`;
             }}
             done={casinos.reload}
           />

@@ -118,7 +118,12 @@ function BankrollCard({ bankroll, hourly, sources }: { bankroll: Bankroll; hourl
           <ErrorBox error={history.error} />
           {history.data && (
             <div className="charts">
-              <LineChart title={`Bankroll, last ${HOURS} h`} points={pts((h) => h.bankroll).filter((_, i) => hours[i]!.bankroll !== null)} withZero={false} />
+              <LineChart
+                title={`Bankroll, last ${HOURS} h`}
+                points={pts((h) => h.bankroll).filter((_, i) => hours[i]!.bankroll !== null)}
+                withZero={false}
+                domain={hours.length ? [Date.parse(hours[0]!.hour), Date.parse(hours[hours.length - 1]!.hour)] : undefined}
+              />
               <BarChart title="Bets per hour" points={pts((h) => Number(h.bets))} />
               <BarChart
                 title={`Wagered per hour${history.data.wagers.truncated ? " (newest bets only)" : ""}`}
