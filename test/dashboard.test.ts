@@ -262,8 +262,13 @@ t.test("live feed: a bet placed by a test player appears", async (t) => {
   await page.goto(`${hub.url}/admin/#/bets`);
   await page.locator(".badge.live").waitFor();
   const id = await bet(bettor);
-  await page.locator(`table[data-testid="live-feed"] [data-bet-id="${id}"]`).waitFor({ timeout: 10_000 });
+  const row = page.locator('table[data-testid="live-feed"] tr', { has: page.locator(`[data-bet-id="${id}"]`) });
+  await row.waitFor({ timeout: 10_000 });
   t.pass("the bet is in the live feed");
+  await row.getByText("dashboard-bettor").waitFor();
+  t.pass("with the player's name");
+  await page.locator('table[data-testid="bets"] tbody tr').nth(0).getByText("dashboard-bettor").waitFor();
+  t.pass("and the list below refreshed");
   await shoot(t, page, "live-feed-1280");
 });
 

@@ -1,4 +1,4 @@
-import { useEffect, useState, type FormEvent } from "react";
+import { useEffect, useRef, useState, type FormEvent } from "react";
 import { betSources, gql, liveClient, scalarFields, type Capabilities } from "../api.js";
 import { useCaps } from "../context.js";
 import { digestBytes, hexOf, verifyBet, type Verification } from "../fair.js";
@@ -30,8 +30,26 @@ async function findPlayer(caps: Capabilities, name: string): Promise<{ id: strin
   throw new Error(nodes.length === 0 ? `No player's name contains "${name}".` : `${nodes.length} players match "${name}": type more of the name.`);
 }
 
-function LiveFeed({ userId }: { userId: string | undefined }) {
+/** Alerts carry ids only: the players' names are looked up once each. */
+function usePlayerNames() {
+  const [names, setNames] = useState<Record<string, string>>({});
+  const asked = useRef(new Set<string>());
+  const want = (userId: string) => {
+    if (asked.current.has(userId)) return;
+    asked.current.add(userId);
+    gql<{ hubUserById: { uname: string } | null }>(`query HubDashboardPlayerName($id: UUID!) { hubUserById(id: $id) { uname } }`, { id: userId }).then(
+      (data) => data.hubUserById && setNames((n) => ({ ...n, [userId]: data.hubUserById!.uname })),
+      () => asked.current.delete(userId),
+    );
+  };
+  return { names, want };
+}
+
+function LiveFeed({ userId, onAlert }: { userId: string | undefined; onAlert: () => void }) {
   const [alerts, setAlerts] = useState<Alert[]>([]);
+  const { names, want } = usePlayerNames();
+  const onAlertRef = useRef(onAlert);
+  onAlertRef.current = onAlert;
   const [state, setState] = useState<"connecting" | "live" | "closed">("connecting");
   const [error, setError] = useState<string>();
   useEffect(() => {
@@ -49,7 +67,11 @@ function LiveFeed({ userId }: { userId: string | undefined }) {
         next: (message) => {
           if (message.errors?.length) setError(message.errors.map((e) => e.message).join("\n"));
           const alert = message.data?.hubBetAlert;
-          if (alert) setAlerts((list) => [alert, ...list].slice(0, LIVE_ROWS));
+          if (alert) {
+            want(alert.userId);
+            setAlerts((list) => [alert, ...list].slice(0, LIVE_ROWS));
+            onAlertRef.current();
+          }
         },
         error: (e) => {
           setState("closed");
@@ -73,7 +95,7 @@ function LiveFeed({ userId }: { userId: string | undefined }) {
         empty="Waiting for bets…"
         rows={alerts.map((a) => [
           fmtTime(a.createdAt),
-          <a href={`#/players/${a.userId}`}>{short(a.userId)}</a>,
+          <a href={`#/players/${a.userId}`}>{names[a.userId] ?? short(a.userId)}</a>,
           <span className={a.amountDelta > 0 ? "pos" : "neg"}>{`${fmt(a.amountDelta)} ${a.currencyKey}`}</span>,
           a.reason,
           <span data-bet-id={a.betId}>{short(a.betId)}</span>,
@@ -103,6 +125,16 @@ function Feed() {
     }
   };
   const live = caps.subscription.has("hubBetAlert");
+  // A live alert refreshes the list below too, at most once a second.
+  const refreshTimer = useRef<number | undefined>(undefined);
+  useEffect(() => () => window.clearTimeout(refreshTimer.current), []);
+  const refreshSoon = () => {
+    if (refreshTimer.current !== undefined) return;
+    refreshTimer.current = window.setTimeout(() => {
+      refreshTimer.current = undefined;
+      bets.reload();
+    }, 1000);
+  };
   return (
     <div className="stack">
       <h1>Bets</h1>
@@ -141,7 +173,7 @@ function Feed() {
       </form>
       <ErrorBox error={filterError} />
       {live ? (
-        <LiveFeed userId={player?.id} />
+        <LiveFeed userId={player?.id} onAlert={refreshSoon} />
       ) : (
         <NotAvailable what="The live feed" needs={["the subscription hubBetAlert"]} />
       )}
