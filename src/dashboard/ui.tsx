@@ -44,6 +44,8 @@ export function Loading({ when }: { when: boolean }) {
 
 const number = new Intl.NumberFormat("en-US", { maximumFractionDigits: 6 });
 export const fmt = (n: number | null | undefined) => (n === null || n === undefined ? "–" : number.format(n));
+/** A change of an amount: with its sign, + included. */
+export const fmtDelta = (n: number | null | undefined) => (n === null || n === undefined ? "–" : `${n > 0 ? "+" : ""}${number.format(n)}`);
 export const fmtTime = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleString("en-GB", { hour12: false }) : "–");
 export const short = (id: string | null | undefined) => (id ? id.slice(-8) : "–");
 

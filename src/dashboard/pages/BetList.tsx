@@ -1,5 +1,5 @@
 import { betSources, gql, uuidTime, type BetSource, type Capabilities } from "../api.js";
-import { fmt, fmtTime, short } from "../ui.js";
+import { fmt, fmtDelta, fmtTime, short } from "../ui.js";
 
 export interface BetRow {
   type: string;
@@ -48,7 +48,7 @@ export function betRowCells(bet: BetRow) {
     <a href={`#/bets/${encodeURIComponent(bet.type)}/${bet.id}`}>{bet.kind ? `${bet.type} · ${bet.kind}` : bet.type}</a>,
     bet.uname !== undefined ? <a href={`#/players/${bet.userId}`}>{bet.uname}</a> : short(bet.userId),
     `${fmt(bet.wager)} ${bet.currencyKey}`,
-    <span className={bet.net > 0 ? "pos" : "neg"}>{fmt(bet.net)}</span>,
+    <span className={bet.net > 0 ? "pos" : "neg"}>{fmtDelta(bet.net)}</span>,
   ];
 }
 export const BET_HEAD = ["Time", "Game", "Player", "Wager", "Player's net"];

@@ -2,7 +2,7 @@ import { useEffect, useRef, useState, type FormEvent } from "react";
 import { betSources, gql, liveClient, scalarFields, type Capabilities } from "../api.js";
 import { useCaps } from "../context.js";
 import { digestBytes, hexOf, verifyBet, type Verification } from "../fair.js";
-import { ErrorBox, fmt, fmtTime, Loading, NotAvailable, Section, short, Table, text, useLoad } from "../ui.js";
+import { ErrorBox, fmtDelta, fmtTime, Loading, NotAvailable, Section, short, Table, text, useLoad } from "../ui.js";
 import { betRowCells, BET_HEAD, readBets } from "./BetList.js";
 
 interface Alert {
@@ -96,7 +96,7 @@ function LiveFeed({ userId, onAlert }: { userId: string | undefined; onAlert: ()
         rows={alerts.map((a) => [
           fmtTime(a.createdAt),
           <a href={`#/players/${a.userId}`}>{names[a.userId] ?? short(a.userId)}</a>,
-          <span className={a.amountDelta > 0 ? "pos" : "neg"}>{`${fmt(a.amountDelta)} ${a.currencyKey}`}</span>,
+          <span className={a.amountDelta > 0 ? "pos" : "neg"}>{`${fmtDelta(a.amountDelta)} ${a.currencyKey}`}</span>,
           a.reason,
           <span data-bet-id={a.betId}>{short(a.betId)}</span>,
         ])}

@@ -1,7 +1,7 @@
 import { useState, type FormEvent } from "react";
 import { gql } from "../api.js";
 import { useCaps } from "../context.js";
-import { ConfirmButton, ErrorBox, fmt, fmtTime, Loading, NotAvailable, Section, short, Table, useLoad } from "../ui.js";
+import { ConfirmButton, ErrorBox, fmt, fmtDelta, fmtTime, Loading, NotAvailable, Section, short, Table, useLoad } from "../ui.js";
 import { betRowCells, BET_HEAD, readBets } from "./BetList.js";
 
 const PAGE = 20;
@@ -75,7 +75,7 @@ function Ledger({ userId }: { userId: string }) {
         head={["Time", "Change", "After", "Why", "By"]}
         rows={(page.data?.nodes ?? []).map((l) => [
           fmtTime(l.createdAt),
-          <span className={l.amountDelta > 0 ? "pos" : "neg"}>{`${l.amountDelta > 0 ? "+" : ""}${fmt(l.amountDelta)} ${l.currencyKey}`}</span>,
+          <span className={l.amountDelta > 0 ? "pos" : "neg"}>{`${fmtDelta(l.amountDelta)} ${l.currencyKey}`}</span>,
           fmt(l.balanceAfter),
           l.reason,
           l.actor,
