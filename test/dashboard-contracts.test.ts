@@ -137,6 +137,14 @@ t.test("Bets: a provably fair bet's detail verifies its outcome and its chain li
   const list = page.locator('table[data-testid="bets"]');
   await list.waitFor();
   t.match(await list.textContent(), /HubOutcomeBet · DICE/, "the fair bets are in the list, with their kind");
+  await page.fill('input[aria-label="Kind filter"]', "DICE");
+  await page.click('form.filters button[type="submit"]');
+  await list.locator("tbody tr").nth(1).waitFor();
+  t.equal(await list.locator("tbody tr").count(), 2, "filtered by kind: the two DICE bets");
+  await page.fill('input[aria-label="Kind filter"]', "PLINKO");
+  await page.click('form.filters button[type="submit"]');
+  await page.getByText("No bets match.").waitFor();
+  t.pass("no bet of another kind");
 
   await page.goto(`${hub.url}/admin/#/bets/HubOutcomeBet/${bets[0]}`);
   const outcome = page.locator('[data-testid="verify-outcome"]');

@@ -24,14 +24,17 @@ export async function readBets(caps: Capabilities, options: { userId?: string | 
     sources.map(async (source: BetSource) => {
       const withUser = source.fields.has("hubUserByUserId");
       const withKind = source.fields.has("kind");
-      const condition = { ...(options.userId ? { userId: options.userId } : {}), ...(withKind && options.kind ? { kind: options.kind } : {}) };
+      // A game's own kinds (HubOutcomeBet.kind) are filtered here, on the newest rows read:
+      // the generated conditions cover indexed columns only.
+      if (options.kind && !withKind) return [];
+      const condition = options.userId ? { userId: options.userId } : {};
       const data: any = await gql(
         `query HubDashboardBets($condition: ${source.type}Condition, $first: Int!) {
           list: ${source.listField}(condition: $condition, orderBy: PRIMARY_KEY_DESC, first: $first) {
             nodes { id wager net currencyKey userId ${withKind ? "kind" : ""} ${withUser ? "hubUserByUserId { uname }" : ""} } } }`,
-        { condition, first },
+        { condition, first: options.kind ? Math.max(first, 500) : first },
       );
-      return (data.list.nodes as any[]).map(
+      return (data.list.nodes as any[]).filter((n) => !options.kind || n.kind === options.kind).map(
         (n): BetRow => ({ type: source.type, id: n.id, wager: n.wager, net: n.net, currencyKey: n.currencyKey, userId: n.userId, uname: n.hubUserByUserId?.uname, kind: n.kind }),
       );
     }),

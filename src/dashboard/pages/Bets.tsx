@@ -113,10 +113,14 @@ function Feed() {
   const [playerText, setPlayerText] = useState("");
   const [player, setPlayer] = useState<{ id: string; uname: string }>();
   const [filterError, setFilterError] = useState<string>();
-  const bets = useLoad(() => readBets(caps, { userId: player?.id, type: type || undefined, first: 50 }), [player?.id, type]);
+  const [kind, setKind] = useState("");
+  const [kindText, setKindText] = useState("");
+  const withKinds = sources.some((s) => s.fields.has("kind"));
+  const bets = useLoad(() => readBets(caps, { userId: player?.id, type: type || undefined, kind: kind || undefined, first: 50 }), [player?.id, type, kind]);
   const applyPlayer = async (e: FormEvent) => {
     e.preventDefault();
     setFilterError(undefined);
+    setKind(kindText.trim());
     if (!playerText.trim()) return setPlayer(undefined);
     try {
       setPlayer(await findPlayer(caps, playerText.trim()));
@@ -150,6 +154,12 @@ function Feed() {
             ))}
           </select>
         </label>
+        {withKinds && (
+          <label>
+            Kind
+            <input aria-label="Kind filter" placeholder="e.g. DICE" value={kindText} onChange={(e) => setKindText(e.target.value)} />
+          </label>
+        )}
         <label>
           Player
           <input aria-label="Player filter" placeholder="Name" value={playerText} onChange={(e) => setPlayerText(e.target.value)} />
