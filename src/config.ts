@@ -28,6 +28,8 @@ export interface HubConfig {
   playground: boolean;
   /** GraphQL introspection: on by default outside production. */
   introspection: boolean;
+  /** Where the operator's dashboard is served (default /admin), or false: not served. */
+  dashboard: string | false;
 }
 
 export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
@@ -49,6 +51,7 @@ interface Rule<T> {
   option_?(value: unknown): Parsed<T>;
 }
 
+export const DEFAULT_DASHBOARD_PATH = "/admin";
 const dataDirPath = parse.filePath("a directory path (default ./.hub)");
 const logLevel = parse.oneOf(LOG_LEVELS);
 
@@ -70,6 +73,13 @@ export const RULES = {
     option_: parse.boolean,
   } as Rule<boolean | undefined>,
   introspection: { variable: "HUB_INTROSPECTION", option: "introspection", env: parse.onOff, option_: parse.boolean } as Rule<boolean>,
+  // The operator's dashboard: on (at /admin), off, or moved to another path.
+  dashboard: {
+    variable: "HUB_DASHBOARD",
+    option: "dashboard",
+    env: (raw) => (raw === "on" ? { value: DEFAULT_DASHBOARD_PATH } : raw === "off" ? { value: false } : parse.dashboardPath(raw, "on, off or")),
+    option_: (v) => (v === true ? { value: DEFAULT_DASHBOARD_PATH } : v === false ? { value: false } : parse.dashboardPath(v, "true, false or")),
+  } as Rule<string | false>,
 } satisfies Record<string, Rule<unknown>>;
 
 type Settings = typeof RULES;
@@ -127,6 +137,7 @@ export function readConfig(env: Env = process.env, options: ConfigOptions = {}):
     logLevel: pick("logLevel")?.value ?? (nodeEnv === "test" ? "warn" : "info"),
     dataDir: path.resolve(dataDir ?? ".hub"),
     introspection: pick("introspection")?.value ?? nodeEnv !== "production",
+    dashboard: pick("dashboard")?.value ?? DEFAULT_DASHBOARD_PATH,
     // Anyone can mint playground players: never on in production unless asked for.
     playground: pick("playground")?.value ?? (databaseUrl === undefined && nodeEnv !== "production"),
   };

@@ -64,6 +64,8 @@ export interface ServerOptions {
   perIdentityConnections?: number;
   /** How many more of its requests may wait for one of those (default 256); beyond, TOO_MANY_REQUESTS. */
   perIdentityQueue?: number;
+  /** The operator's dashboard: true (at /admin, the default), false (not served) or the path to serve it at. */
+  dashboard?: boolean | string;
   /** Serve Ruru (GraphiQL); default: on outside production. */
   graphiql?: boolean;
   /** Stop cleanly on SIGINT/SIGTERM; default true. */
@@ -94,6 +96,7 @@ const KNOWN: Record<keyof ServerOptions, (v: unknown) => string | undefined> = {
   shutdownTimeoutMs: checkedBy(parse.wholeMilliseconds),
   perIdentityConnections: checkedBy(parse.integerAtLeast(1)),
   perIdentityQueue: checkedBy(parse.integerAtLeast(0)),
+  dashboard: checkedWithTheEnvironment,
   graphiql: checkedBy(parse.boolean),
   handleSignals: checkedBy(parse.boolean),
 };

@@ -60,6 +60,22 @@ export const postgresUrl: Parser<string> = (v) => {
   return ok(v);
 };
 
+/** Paths the hub itself answers: the dashboard cannot take them. */
+const RESERVED_PATHS = ["/graphql", "/graphiql", "/ruru-static"];
+
+/**
+ * Where the dashboard is mounted: an absolute path of plain segments, not the
+ * site's root nor a path the hub uses. `alternatives` names the other accepted
+ * values, as in "on, off or".
+ */
+export const dashboardPath = (v: unknown, alternatives: string): Parsed<string> => {
+  const what = `${alternatives} a path such as /admin (segments of letters, digits, - _ . ~; not / nor ${RESERVED_PATHS.join(", ")})`;
+  if (typeof v !== "string" || !/^(\/[A-Za-z0-9_~-][A-Za-z0-9._~-]*)+\/?$/.test(v)) return expected(what);
+  const normalised = v.replace(/\/$/, "");
+  if (RESERVED_PATHS.some((p) => normalised === p || normalised.startsWith(`${p}/`))) return expected(what);
+  return ok(normalised);
+};
+
 /** A switch written as text (an environment variable). */
 export const onOff: Parser<boolean> = (v) => (v === "on" ? ok(true) : v === "off" ? ok(false) : expected("on or off"));
 

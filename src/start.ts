@@ -16,6 +16,7 @@ import { grafservRequestInfo, mountGraphQL } from "../adapters/grafserv.js";
 import { addAuthHook } from "../adapters/auth.js";
 import { addOverloadHook } from "../adapters/overload.js";
 import { createExpressApp, mountExpressApp } from "../adapters/express.js";
+import { mountDashboard } from "../adapters/dashboard.js";
 import { createIdentityResolver } from "./auth/resolver.js";
 import { DEFAULT_QUERY_LIMITS } from "./graphql/query-limits.js";
 import { listenForCredentialChanges } from "./db/credential-events.js";
@@ -162,6 +163,7 @@ export async function startAndListen(
     // Registered last so it runs first: stop accepting and finish in-flight requests before anything they use closes.
     cleanup.push(() => closeWithin(app, options.shutdownTimeoutMs ?? 10_000, log));
     await mountGraphQL(app, pgl);
+    if (config.dashboard !== false) mountDashboard(app, config.dashboard, log);
     if (expressApp) await mountExpressApp(app, expressApp.app, stats, identityLimiter.poolFor);
     await app.listen({ port: config.port, host: config.host });
     const address = app.server.address();

@@ -11,7 +11,7 @@ import type * as Tap from "tap";
 import { startAndListen } from "@hubpkg/hub";
 import { tmpDir } from "./helpers/tmp.js";
 
-const SETTINGS_VARIABLES = ["PORT", "HOST", "LOG_LEVEL", "HUB_DATA_DIR", "DATABASE_URL", "SUPERUSER_DATABASE_URL", "HUB_PLAYGROUND", "HUB_INTROSPECTION", "POSTGRAPHILE_DATABASE_URL", "LOG_PRETTY"];
+const SETTINGS_VARIABLES = ["PORT", "HOST", "LOG_LEVEL", "HUB_DATA_DIR", "DATABASE_URL", "SUPERUSER_DATABASE_URL", "HUB_PLAYGROUND", "HUB_INTROSPECTION", "POSTGRAPHILE_DATABASE_URL", "LOG_PRETTY", "HUB_DASHBOARD"];
 
 /** startAndListen with these environment variables (and no other setting variable) in place. */
 async function startWithEnv(env: Record<string, string>, options: Record<string, unknown>) {
@@ -83,6 +83,8 @@ const cases: Case[] = [
   },
   { rule: "playground: on/off", option: { playground: "yes" }, env: { HUB_PLAYGROUND: "yes" }, names: ["playground", "HUB_PLAYGROUND"], expected: /on, off or auto/, optionExpected: /true or false/ },
   { rule: "introspection: on/off", option: { introspection: 1 }, env: { HUB_INTROSPECTION: "1" }, names: ["introspection", "HUB_INTROSPECTION"], expected: /on or off/, optionExpected: /true or false/ },
+  { rule: "dashboard: on/off or a path", option: { dashboard: "admin" }, env: { HUB_DASHBOARD: "admin" }, names: ["dashboard", "HUB_DASHBOARD"], expected: /^on, off or a path such as \/admin/, optionExpected: /^true, false or a path such as \/admin/ },
+  { rule: "dashboard: not a path the hub uses", option: { dashboard: "/graphql" }, env: { HUB_DASHBOARD: "/graphql" }, names: ["dashboard", "HUB_DASHBOARD"], expected: /not \/ nor \/graphql/, optionExpected: /not \/ nor \/graphql/ },
 ];
 
 const expectedPart = (message: string) => /, expected (.*)$/.exec(message)?.[1];

@@ -173,7 +173,8 @@ t.test("the original's hubAddCasino input: URLs readable, the API key stored in 
   const intro = await gql(server.url, `{ __schema { types { name kind fields { name } } } }`);
   const types = intro.body.data!.__schema.types as { name: string; kind: string; fields: { name: string }[] | null }[];
   const outputFields = types.filter((ty) => ty.kind === "OBJECT").flatMap((ty) => (ty.fields ?? []).map((f) => `${ty.name}.${f.name}`));
-  t.same(outputFields.filter((f) => /\.apiKey$/i.test(f) || /casinoApiKey/i.test(f)), [], "no apiKey field on any output type");
+  // The one exception is the hub's own new API key, shown once to the operator who created it.
+  t.same(outputFields.filter((f) => (/\.apiKey$/i.test(f) && f !== "HubCreateApiKeyPayload.apiKey") || /casinoApiKey/i.test(f)), [], "no apiKey field on any output type");
   t.same(types.filter((ty) => /CasinoApiKey/i.test(ty.name)).map((ty) => ty.name), [], "no type for the casino's key");
 
   // Bad input: clear codes, the key never echoed.
@@ -758,6 +759,6 @@ t.test("the exported SDL has the original's types and fields, names and nullabil
     t.same(validate(schema, parse(document)).map((e) => e.message), [], document.slice(0, 60));
   }
   // The secrets have no field: not the user's digest, not the casino's key.
-  t.notMatch(sdl, /digest/i);
+  t.notMatch(sdl, /^\s+\w*digest\w*\s*[:(]/im, "no field named after a digest");
   t.same(Object.keys(fieldsOf(schema, "HubCasino") ?? {}).filter((f) => /apiKey/i.test(f)), []);
 });

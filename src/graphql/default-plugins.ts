@@ -4,6 +4,7 @@ import type { Identity } from "../auth/identity.js";
 import { BetInterfacePlugin } from "./bet-interface.js";
 import { HubSessionPlugin, HubUserClientIdPlugin } from "./sessions.js";
 import { HubOperatorPlugin } from "./operator.js";
+import { HubOperatorCredentialsPlugin } from "./operator-credentials.js";
 
 type SessionKey = "user_id" | "casino_id" | "experience_id" | "id";
 
@@ -89,4 +90,4 @@ export const HubBalanceByCurrencyPlugin = extendSchema((build) => {
 }, "HubBalanceByCurrencyPlugin");
 
 /** The hub's own plugins; keep them with `plugins: [...defaultPlugins, MyPlugin]`. */
-export const defaultPlugins: GraphileConfig.Plugin[] = [HubCurrentIdentityPlugin, HubBalanceByCurrencyPlugin, HubUserClientIdPlugin, BetInterfacePlugin, HubSessionPlugin, HubOperatorPlugin];
+export const defaultPlugins: GraphileConfig.Plugin[] = [HubCurrentIdentityPlugin, HubBalanceByCurrencyPlugin, HubUserClientIdPlugin, BetInterfacePlugin, HubSessionPlugin, HubOperatorPlugin, HubOperatorCredentialsPlugin];
