@@ -141,7 +141,11 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
       closeSocket(socket, CLOSE_GOING_AWAY, "Server shutting down");
       return;
     }
-    return wsHandler.call(this as never, socket, request);
+    const before = socket.listeners("error");
+    wsHandler.call(this as never, socket, request);
+    // graphql-ws prints every socket error to the console as an internal error; a peer's bad frame or
+    // oversized message is the peer's doing, and ws has already closed the socket with its code (1009 & co.).
+    for (const listener of socket.listeners("error")) if (!before.includes(listener)) socket.off("error", listener as never);
   };
 
   // Ours before @fastify/websocket's: it reads wsHandler as the route is added.
@@ -159,7 +163,7 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
     // A socket's error is the peer's doing (a bad frame, a reset): it is closed, not a fault of the server.
     errorHandler(error, socket, request) {
       request.log.info({ err: error }, "WebSocket closed after an error");
-      socket.terminate();
+      if (socket.readyState === socket.OPEN) socket.terminate();
     },
     preClose(done) {
       closing = true;

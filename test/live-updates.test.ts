@@ -1,7 +1,7 @@
 import "./helpers/env.js";
 import t from "tap";
 import WebSocket from "ws";
-import { startTestServer, createPlayer, createExperience, createPlayerBalance, type TestServer } from "@hubpkg/hub/test";
+import { startTestServer, createPlayer, createExperience, createPlayerBalance, createCurrency, type TestServer } from "@hubpkg/hub/test";
 import { gql } from "./helpers/http.js";
 import { connected, feed, sleep, until, wsClient } from "./helpers/ws.js";
 
@@ -189,4 +189,29 @@ t.test("live updates over one hub", async (t) => {
     await until(() => closes.length > 0, 1000, () => "still open after 1 s");
     t.match(closes[0], { code: 4401, reason: /revoked/ }, `closed with 4401 after ${Date.now() - started} ms`);
   });
+});
+
+t.test("after the LISTEN connection drops and comes back, one alert per currency the player holds", async (t) => {
+  const server = await startTestServer();
+  t.teardown(() => server.stop());
+  const dave = await player(server, "dave");
+  await createCurrency(server.dbPool, { casinoId: dave.casinoId, key: "BTC" });
+  await createPlayerBalance(server.dbPool, { userId: dave.userId, experienceId: dave.experienceId, currencyKey: "BTC", amount: 3 });
+  const c = wsClient(server.url, { authorization: `session:${dave.token}` });
+  t.teardown(() => c.dispose());
+  const f = feed(c, BALANCE);
+  await sleep(300);
+  const { rows } = await server.dbPool.query<{ ok: boolean }>(
+    "select pg_terminate_backend(pid) as ok from pg_stat_activity where application_name = 'hub:live-notifications' and datname = current_database()",
+  );
+  t.same(rows, [{ ok: true }], "the hub's one listening connection was cut");
+  const events = await f.waitFor(2, 10_000);
+  t.same(events.map((e) => (e.data as { hubBalanceAlert: { currencyKey: string } }).hubBalanceAlert.currencyKey).sort(), ["BTC", "HOUSE"], "one alert per currency");
+  await sleep(300);
+  t.equal(f.events.length, 2, "and no more");
+  await credit(server, dave);
+  await f.waitFor(3);
+  t.pass("changes are announced again on the new connection");
+  const { rows: listeners } = await server.dbPool.query("select 1 from pg_stat_activity where application_name = 'hub:live-notifications' and datname = current_database()");
+  t.equal(listeners.length, 1, "still one listening connection for every subscriber");
 });

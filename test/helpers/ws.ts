@@ -1,4 +1,4 @@
-import { createClient, type Client, type ExecutionResult } from "graphql-ws";
+import { createClient, type Client, type FormattedExecutionResult as ExecutionResult } from "graphql-ws";
 import WebSocket from "ws";
 
 /** The graphql-ws client as frontends use it, with Node's `ws` and no retries (a test sees every close). */
@@ -31,11 +31,11 @@ export function wsClient(
 
 /** A subscription's events, errors and end, with a way to wait for them. */
 export interface Feed<T = Record<string, any>> {
-  events: ExecutionResult<T>[];
+  events: ExecutionResult<T, unknown>[];
   errors: unknown[];
   completed: boolean;
   /** Resolves once `n` events arrived (rejects after timeoutMs). */
-  waitFor(n: number, timeoutMs?: number): Promise<ExecutionResult<T>[]>;
+  waitFor(n: number, timeoutMs?: number): Promise<ExecutionResult<T, unknown>[]>;
   /** Resolves once the subscription errored or completed. */
   ended(timeoutMs?: number): Promise<void>;
   stop(): void;
