@@ -24,7 +24,7 @@ export const ErrorCodes = {
   GRAPHQL_PARSE_FAILED: "The document is not valid GraphQL syntax.",
   GRAPHQL_VALIDATION_FAILED: "The document does not fit the schema (unknown field, wrong literal, missing argument, introspection off).",
   OPERATION_RESOLUTION_FAILURE: "No operation of the requested operationName is in the document.",
-  OPERATION_TYPE_NOT_SUPPORTED: "The operation's root type is not in the schema (such as a subscription).",
+  OPERATION_TYPE_NOT_SUPPORTED: "The operation's root type is not in the schema.",
   QUERY_TOO_LARGE: "The document has more field selections, or lexical tokens, than the server accepts.",
   QUERY_TOO_DEEP: "Selections are nested deeper than the server accepts.",
   TOO_MANY_ALIASES: "The document has more aliases than the server accepts.",
