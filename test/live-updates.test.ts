@@ -3,6 +3,8 @@ import t from "tap";
 import WebSocket from "ws";
 import { startTestServer, createPlayer, createExperience, createPlayerBalance, createCurrency, type TestServer } from "@hubpkg/hub/test";
 import { gql } from "./helpers/http.js";
+// Internal helper (not a public sub-path): a session with a short life.
+import { createSession } from "../dist/src/auth/credentials.js";
 import { connected, feed, sleep, until, wsClient } from "./helpers/ws.js";
 
 const BALANCE = "subscription { hubBalanceAlert { currencyKey } }";
@@ -188,6 +190,30 @@ t.test("live updates over one hub", async (t) => {
     await server.dbPool.query("update hub.session set revoked_at = now() where user_id = $1", [p.userId]);
     await until(() => closes.length > 0, 1000, () => "still open after 1 s");
     t.match(closes[0], { code: 4401, reason: /revoked/ }, `closed with 4401 after ${Date.now() - started} ms`);
+  });
+
+  t.test("revoking an API key closes its sockets within 1 s; an expiring session closes at its expiry", async (t) => {
+    const op = await server.authenticateOperator();
+    const closes: { code: number; reason: string }[] = [];
+    const o = wsClient(server.url, { authorization: `apikey:${op.apiKey}` }, { closes });
+    t.teardown(() => o.dispose());
+    feed(o, "subscription { hubBetAlert { betId } }");
+    await sleep(300);
+    t.same(closes, [], "open while the key is valid");
+    await server.dbPool.query("update hub.api_key set revoked_at = now() where id = $1", [op.apiKeyId]);
+    await until(() => closes.length > 0, 1000, () => "still open after 1 s");
+    t.match(closes[0], { code: 4401 });
+
+    const { sessionId, token, expiredAt } = await createSession(server.dbPool, { userId: alice.userId, casinoId: alice.casinoId, experienceId: alice.experienceId, expiresInSeconds: 1.5 });
+    t.ok(sessionId);
+    const expiring: { code: number; reason: string }[] = [];
+    const s = wsClient(server.url, { authorization: `session:${token}` }, { closes: expiring });
+    t.teardown(() => s.dispose());
+    feed(s, BALANCE);
+    await until(() => expiring.length > 0, 4000, () => "still open after the expiry");
+    t.match(expiring[0], { code: 4401, reason: /expired/ });
+    t.ok(Date.now() >= expiredAt.getTime() - 50, "not before the expiry");
+    t.ok(Date.now() - expiredAt.getTime() < 1000, `closed ${Date.now() - expiredAt.getTime()} ms after the expiry`);
   });
 });
 
