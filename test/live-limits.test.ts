@@ -4,35 +4,44 @@ import path from "node:path";
 import WebSocket from "ws";
 import { defaultPlugins } from "@hubpkg/hub";
 import { extendSchema, gql as graphql } from "@hubpkg/hub/graphile";
-import { context, lambda, listen } from "@hubpkg/hub/grafast";
+import { access, context, lambda, listen } from "@hubpkg/hub/grafast";
 import { startTestServer, createPlayer, createExperience } from "@hubpkg/hub/test";
 import { feed, sleep, until, wsClient } from "./helpers/ws.js";
 import { tmpDir, writeFiles } from "./helpers/tmp.js";
 
 // A plugin's own subscription, written as a user writes it: a NOTIFY from the plugin's table feeds it.
-const ChatPlugin = extendSchema(() => ({
-  typeDefs: graphql`
-    type ChatMessage { id: Int!, body: String! }
-    extend type Subscription { chatMessage: ChatMessage }
-  `,
-  objects: {
-    Subscription: {
-      plans: {
-        chatMessage: {
-          subscribePlan: () => listen(context().get("pgSubscriber"), "app_chat", ($payload) => lambda($payload, (text) => JSON.parse(text as string))),
-          plan: ($message: any) => $message,
+const ChatPlugin = extendSchema((build) => {
+  const users = build.input.pgRegistry.pgResources.hub_user!;
+  return {
+    typeDefs: graphql`
+      type ChatMessage { id: Int!, body: String!, "The user the message is about, as the subscriber may see it." about: HubUser }
+      extend type Subscription { chatMessage: ChatMessage }
+    `,
+    objects: {
+      Subscription: {
+        plans: {
+          chatMessage: {
+            subscribePlan: () => listen(context().get("pgSubscriber"), "app_chat", ($payload) => lambda($payload, (text) => JSON.parse(text as string))),
+            plan: ($message: any) => $message,
+          },
+        },
+      },
+      ChatMessage: {
+        plans: {
+          // Read under the subscriber's row-level security settings, per event.
+          about: ($message: any) => users.get({ id: access($message, "userId") }),
         },
       },
     },
-  },
-}), "ChatPlugin");
+  };
+}, "ChatPlugin");
 
 const CHAT_MIGRATION = `
 create schema if not exists app;
-create table app.chat (id serial primary key, body text not null);
+create table app.chat (id serial primary key, body text not null, user_id uuid);
 create function app.notify_chat() returns trigger language plpgsql as $$
 begin
-  perform pg_notify('app_chat', json_build_object('id', new.id, 'body', new.body)::text);
+  perform pg_notify('app_chat', json_build_object('id', new.id, 'body', new.body, 'userId', new.user_id)::text);
   return null;
 end $$;
 create trigger chat_notify after insert on app.chat for each row execute function app.notify_chat();
@@ -71,13 +80,24 @@ t.test("WebSocket limits, other paths, the Express app, and a plugin's subscript
   const { token } = await server.authenticate(user.id, exp.id);
   const auth = { authorization: `session:${token}` };
 
-  t.test("a plugin's subscription fed by NOTIFY from its table", async (t) => {
-    const c = wsClient(server.url);
-    t.teardown(() => c.dispose());
-    const f = feed(c, "subscription { chatMessage { id body } }");
+  t.test("a plugin's subscription fed by NOTIFY from its table, read under the subscriber's row-level security", async (t) => {
+    const other = await createPlayer(server.dbPool, { casinoId, uname: "mallory" });
+    const c = wsClient(server.url, auth);
+    const anon = wsClient(server.url);
+    t.teardown(() => Promise.all([c.dispose(), anon.dispose()]));
+    const q = "subscription { chatMessage { id body about { uname } } }";
+    const f = feed(c, q);
+    const fa = feed(anon, q);
     await sleep(300);
-    await server.dbPool.query("insert into app.chat (body) values ('hello'), ('world')");
-    t.same(await f.waitFor(2), [{ data: { chatMessage: { id: 1, body: "hello" } } }, { data: { chatMessage: { id: 2, body: "world" } } }]);
+    await server.dbPool.query("insert into app.chat (body, user_id) values ('hello', $1), ('world', $2)", [user.id, other.id]);
+    t.same(await f.waitFor(2), [
+      { data: { chatMessage: { id: 1, body: "hello", about: { uname: "erin" } } } },
+      { data: { chatMessage: { id: 2, body: "world", about: null } } },
+    ], "erin sees her own user row, not mallory's");
+    t.same(await fa.waitFor(2), [
+      { data: { chatMessage: { id: 1, body: "hello", about: null } } },
+      { data: { chatMessage: { id: 2, body: "world", about: null } } },
+    ], "an anonymous subscriber sees no user row");
   });
 
   t.test("connection-init timeout: a socket that never sends connection_init is closed with 4408", async (t) => {
