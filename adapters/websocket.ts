@@ -39,6 +39,7 @@ interface Tracked {
 export const CLOSE_UNAUTHORIZED = CloseCode.Unauthorized; // 4401
 const CLOSE_GOING_AWAY = 1001;
 const CLOSE_TOO_MANY_CONNECTIONS = 4429;
+const CLOSE_TRY_AGAIN_LATER = 1013;
 
 const identityKeyOf = (identity: Identity | undefined) =>
   identity?.kind === "user" ? `session:${identity.session.id}` : identity?.kind === "operator" ? `apikey:${identity.apiKeyId}` : undefined;
@@ -76,7 +77,14 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
           closeSocket(socket, CLOSE_UNAUTHORIZED, "Unauthorized: connectionParams.authorization must be a string (session:<key> or apikey:<key>)");
           return false;
         }
-        identity = await resolver.resolve(fromParams);
+        try {
+          identity = await resolver.resolve(fromParams);
+        } catch (error) {
+          // The database could not be asked: not the client's fault, and worth a retry (1013 "try again later").
+          log.warn({ err: error }, "a WebSocket credential could not be checked");
+          closeSocket(socket, CLOSE_TRY_AGAIN_LATER, "The credential could not be checked: the database is unavailable or busy; retry shortly");
+          return false;
+        }
         if (!identity) {
           closeSocket(socket, CLOSE_UNAUTHORIZED, "Unauthorized: connectionParams.authorization is not a valid credential");
           return false;
