@@ -1,18 +1,26 @@
 import type { FastifyInstance } from "fastify";
+import type { IncomingMessage } from "node:http";
 import { grafserv } from "grafserv/fastify/v5";
 import type {} from "grafserv/node"; // declares requestContext.node
 import type { PostGraphileInstance } from "postgraphile";
 import { identityOf } from "../src/auth/identity.js";
 import type { RequestInfo } from "../src/graphql/preset.js";
+import { addWebSockets, type WebSocketFront, type WebSocketFrontOptions } from "./websocket.js";
 
 /**
  * POST and GET /graphql through grafserv's Fastify v5 adapter. GET serves
  * queries; grafserv answers a mutation over GET with 405, as the GraphQL over
  * HTTP spec asks.
  */
-export async function mountGraphQL(app: FastifyInstance, pgl: PostGraphileInstance): Promise<void> {
+export async function mountGraphQL(
+  app: FastifyInstance,
+  pgl: PostGraphileInstance,
+  websockets?: Omit<WebSocketFrontOptions, "graphqlPath">,
+): Promise<WebSocketFront | undefined> {
   const serv = pgl.createServ(grafserv);
+  const front = websockets ? await addWebSockets(app, serv, { ...websockets, graphqlPath: "/graphql" }) : undefined;
   await serv.addTo(app);
+  return front;
 }
 
 /**
@@ -22,5 +30,8 @@ export async function mountGraphQL(app: FastifyInstance, pgl: PostGraphileInstan
  * request (with its id) under `fastifyv5`.
  */
 export function grafservRequestInfo(requestContext: Partial<Grafast.RequestContext>): RequestInfo {
+  // A subscription's operation carries the upgrade request (Fastify's) under `ws`, where onConnect left the identity.
+  const ws = (requestContext as { ws?: { request?: { raw?: IncomingMessage; id?: string } } }).ws;
+  if (ws) return { identity: identityOf(ws.request?.raw), requestId: ws.request?.id };
   return { identity: identityOf(requestContext.node?.req), requestId: requestContext.fastifyv5?.request.id };
 }

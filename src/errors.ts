@@ -24,7 +24,7 @@ export const ErrorCodes = {
   GRAPHQL_PARSE_FAILED: "The document is not valid GraphQL syntax.",
   GRAPHQL_VALIDATION_FAILED: "The document does not fit the schema (unknown field, wrong literal, missing argument, introspection off).",
   OPERATION_RESOLUTION_FAILURE: "No operation of the requested operationName is in the document.",
-  OPERATION_TYPE_NOT_SUPPORTED: "The operation's root type is not in the schema (such as a subscription).",
+  OPERATION_TYPE_NOT_SUPPORTED: "The operation's root type is not in the schema.",
   QUERY_TOO_LARGE: "The document has more field selections, or lexical tokens, than the server accepts.",
   QUERY_TOO_DEEP: "Selections are nested deeper than the server accepts.",
   TOO_MANY_ALIASES: "The document has more aliases than the server accepts.",
@@ -47,6 +47,9 @@ export const ErrorCodes = {
   SERVER_BUSY: "Every connection of a hub pool stayed in use for 10 s: Postgres is up, the server is saturated; retry.",
   DATABASE_UNAVAILABLE: "Postgres cannot be reached or lost the connection; retry shortly.",
   STATEMENT_TIMEOUT: "A query ran past the statement timeout and was cancelled.",
+  // Subscriptions (WebSocket)
+  SUBSCRIPTION_NEEDS_WEBSOCKET: "A subscription was sent over HTTP POST or GET: open a WebSocket to the GraphQL path (graphql-transport-ws) instead.",
+  TOO_MANY_OPERATIONS: "A WebSocket connection already runs as many operations as the server allows: complete one first, or open another connection.",
   INTERNAL_SERVER_ERROR: "A fault of the server; the message holds a reference logged with the details.",
   // The reference routes (GET /bets)
   INVALID_LIMIT: "GET /bets: ?limit= is not a whole number from 1 to 1000, or is given more than once.",

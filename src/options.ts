@@ -1,6 +1,7 @@
 import type { LogLevel } from "./config.js";
 import { HubError, optionInvalid } from "./errors.js";
 import * as parse from "./parse.js";
+import { checkWebSocketOption, type WebSocketLimits } from "./live/limits.js";
 
 /** What `configureApp` receives in the object form. */
 export interface ConfigureAppArgs<App> {
@@ -70,6 +71,8 @@ export interface ServerOptions {
   graphiql?: boolean;
   /** Stop cleanly on SIGINT/SIGTERM; default true. */
   handleSignals?: boolean;
+  /** Bounds on WebSocket (subscription) connections (README: Live updates). */
+  websocket?: Partial<WebSocketLimits>;
 }
 
 /** What each option must be: the text of what was expected, or undefined when the value is fine. */
@@ -99,6 +102,7 @@ const KNOWN: Record<keyof ServerOptions, (v: unknown) => string | undefined> = {
   dashboard: checkedWithTheEnvironment,
   graphiql: checkedBy(parse.boolean),
   handleSignals: checkedBy(parse.boolean),
+  websocket: checkWebSocketOption,
 };
 
 function checkedBy(parser: parse.Parser<unknown>): (v: unknown) => string | undefined {

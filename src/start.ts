@@ -24,6 +24,9 @@ import { createApiKeyUsage } from "./auth/api-key-usage.js";
 import { createIdentityPoolLimiter, DEFAULT_IDENTITY_LIMITS } from "./db/identity-limit.js";
 import { HubPlaygroundPlugin } from "./graphql/sessions.js";
 import { createServerStats, setLatestServerStats } from "./stats.js";
+import { createLiveNotifications } from "./live/notifications.js";
+import { webSocketLimits } from "./live/limits.js";
+import type { WebSocketFront } from "../adapters/websocket.js";
 
 export interface RunningServer {
   port: number;
@@ -111,6 +114,11 @@ export async function startAndListen(
       queue: options.perIdentityQueue ?? DEFAULT_IDENTITY_LIMITS.queue,
       waitMs: pools.superuser.options.connectionTimeoutMillis ?? 10_000,
     });
+    // One LISTEN connection for every subscription of this process.
+    const live = createLiveNotifications(urls.superuserDatabaseUrl, log);
+    cleanup.push(() => live.close());
+    live.ready.catch(() => undefined); // awaited below, after the schema
+    const wsLimits = webSocketLimits(options.websocket);
     const preset = makePreset({
       // The playground mutation depends on configuration, not on the plugin list.
       plugins: [...(options.plugins ?? defaultPlugins), ...(config.playground ? [HubPlaygroundPlugin] : [])],
@@ -130,12 +138,22 @@ export async function startAndListen(
         introspection: config.introspection,
       },
       statementTimeoutMs: options.statementTimeoutMs ?? 10_000,
+      pubsub: live,
+      websocketKeepaliveMs: wsLimits.keepAliveMs,
     });
     const pgl = postgraphile(preset);
     cleanup.push(async () => pgl.release());
     // Independent of the schema: its connection (and LISTEN) is made while the schema builds.
     const resolver = createIdentityResolver(pools.credentials, { cacheTtlMs: options.identityCacheTtlMs ?? 1000 });
-    const credentialEvents = listenForCredentialChanges(urls.superuserDatabaseUrl, () => resolver.clear(), log);
+    let webSockets: WebSocketFront | undefined;
+    const credentialEvents = listenForCredentialChanges(
+      urls.superuserDatabaseUrl,
+      () => {
+        resolver.clear();
+        webSockets?.credentialsChanged();
+      },
+      log,
+    );
     cleanup.push(() => credentialEvents.close());
     credentialEvents.ready.catch(() => undefined); // awaited below, after the schema
     const { schema } = await pgl.getSchemaResult();
@@ -155,6 +173,7 @@ export async function startAndListen(
       messageClasses: expressApp?.messageClasses,
     });
     await credentialEvents.ready;
+    await live.ready;
     const apiKeyUsage = createApiKeyUsage(pools.credentials, log);
     cleanup.push(() => apiKeyUsage.stop());
     // Order matters: the auth hook first, so Express and GraphQL both see the identity.
@@ -162,7 +181,7 @@ export async function startAndListen(
     addOverloadHook(app, identityLimiter);
     // Registered last so it runs first: stop accepting and finish in-flight requests before anything they use closes.
     cleanup.push(() => closeWithin(app, options.shutdownTimeoutMs ?? 10_000, log));
-    await mountGraphQL(app, pgl);
+    webSockets = await mountGraphQL(app, pgl, { resolver, credentialsPool: pools.credentials, limits: wsLimits, log });
     if (config.dashboard !== false) mountDashboard(app, config.dashboard, log);
     if (expressApp) await mountExpressApp(app, expressApp.app, stats, identityLimiter.poolFor);
     await app.listen({ port: config.port, host: config.host });

@@ -97,24 +97,34 @@ t.test("a syntax error has a code", async (t) => {
   t.match(res.errors, [{ message: /^Syntax Error: Expected Name, found <EOF>\.$/, extensions: { code: "GRAPHQL_PARSE_FAILED" } }]);
 });
 
-const subscriptions: [string, string, string | undefined, RegExp][] = [
-  ["anonymous", "subscription { __typename }", undefined, /^This server's schema has no subscription root type, so the subscription operation cannot be run; it runs query and mutation operations\.$/],
-  ["named, with a field", "subscription Watch { hubCurrentUser { id } }", undefined, /no subscription root type, so the subscription operation "Watch" cannot be run/],
-  ["next to a query, which is the one asked for", "query Q { __typename } subscription S { __typename }", "Q", /operation "S" cannot be run/],
+// Subscriptions are served over WebSocket (README "Live updates"); over HTTP they are refused, naming the endpoint.
+const subscriptions: [string, string, RegExp][] = [
+  ["anonymous", "subscription { __typename }", /^Subscriptions are served over WebSocket only: connect to ws:\/\/127\.0\.0\.1:\d+\/graphql with the graphql-transport-ws protocol \(the graphql-ws client\); received a subscription over HTTP POST\.$/],
+  ["named, with a field", "subscription Watch { hubBalanceAlert { currencyKey } }", /over WebSocket only.*HTTP POST/],
 ];
-for (const [name, query, operationName, message] of subscriptions) {
-  t.test(`a subscription over HTTP (${name}) is a validation error`, async (t) => {
-    const res = await post(query, operationName);
+for (const [name, query, message] of subscriptions) {
+  t.test(`a subscription over HTTP (${name}) is refused, naming the WebSocket endpoint`, async (t) => {
+    const res = await post(query);
     t.equal(res.status, 400);
     t.equal(res.errors.length, 1, JSON.stringify(res.errors));
-    t.equal(res.errors[0]?.extensions?.code, "OPERATION_TYPE_NOT_SUPPORTED");
+    t.equal(res.errors[0]?.extensions?.code, "SUBSCRIPTION_NEEDS_WEBSOCKET");
     t.match(res.errors[0]?.message, message);
-    if (!operationName) {
-      const viaGet = await get(query);
-      t.equal(viaGet.errors[0]?.extensions?.code, "OPERATION_TYPE_NOT_SUPPORTED", "over GET too");
-    }
+    const viaGet = await get(query);
+    t.equal(viaGet.status, 400);
+    t.equal(viaGet.errors[0]?.extensions?.code, "SUBSCRIPTION_NEEDS_WEBSOCKET", "over GET too");
+    t.match(viaGet.errors[0]?.message, /HTTP GET/);
   });
 }
+
+t.test("a query next to a subscription in one document runs when it is the one asked for", async (t) => {
+  const res = await fetch(`${server.url}/graphql`, {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: "application/graphql-response+json" },
+    body: JSON.stringify({ query: "query Q { __typename } subscription S { hubBalanceAlert { currencyKey } }", operationName: "Q" }),
+  });
+  t.equal(res.status, 200);
+  t.same(await res.json(), { data: { __typename: "Query" } });
+});
 
 t.test("none of the above is logged as a server fault", async (t) => {
   // A last request, so that every line of the ones before has been written.

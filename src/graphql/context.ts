@@ -12,6 +12,12 @@ export interface PluginContext {
   pgSettings: Record<string, string | undefined> | null;
   /** Fastify's request id, to correlate logs. */
   requestId: string | undefined;
+  /**
+   * The process's one LISTEN connection, as grafast's subscriber: in a
+   * subscription's plan, `listen(context().get("pgSubscriber"), "my_channel")`.
+   * Typed as PostGraphile's PgSubscriber, of which it has `subscribe(topic)` only.
+   */
+  pgSubscriber: Grafast.Context["pgSubscriber"];
 }
 
 declare global {

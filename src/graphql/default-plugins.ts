@@ -5,6 +5,7 @@ import { BetInterfacePlugin } from "./bet-interface.js";
 import { HubSessionPlugin, HubUserClientIdPlugin } from "./sessions.js";
 import { HubOperatorPlugin } from "./operator.js";
 import { HubOperatorCredentialsPlugin } from "./operator-credentials.js";
+import { HubLiveAlertsPlugin } from "./live-alerts.js";
 
 type SessionKey = "user_id" | "casino_id" | "experience_id" | "id";
 
@@ -90,4 +91,4 @@ export const HubBalanceByCurrencyPlugin = extendSchema((build) => {
 }, "HubBalanceByCurrencyPlugin");
 
 /** The hub's own plugins; keep them with `plugins: [...defaultPlugins, MyPlugin]`. */
-export const defaultPlugins: GraphileConfig.Plugin[] = [HubCurrentIdentityPlugin, HubBalanceByCurrencyPlugin, HubUserClientIdPlugin, BetInterfacePlugin, HubSessionPlugin, HubOperatorPlugin, HubOperatorCredentialsPlugin];
+export const defaultPlugins: GraphileConfig.Plugin[] = [HubCurrentIdentityPlugin, HubBalanceByCurrencyPlugin, HubUserClientIdPlugin, BetInterfacePlugin, HubSessionPlugin, HubOperatorPlugin, HubOperatorCredentialsPlugin, HubLiveAlertsPlugin];

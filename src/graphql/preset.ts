@@ -11,6 +11,7 @@ import { makeParseAndValidatePlugin } from "./parse-cache.js";
 import { makePipelinedPgService } from "../db/pipelined-adaptor.js";
 import { ClientInputPlugin, makeMaskError } from "./mask-error.js";
 import { ErrorRequestIdPlugin } from "./request-id.js";
+import type { LiveNotifications } from "../live/notifications.js";
 
 /** What the GraphQL context needs from the HTTP request; read by the server adapter (adapters/grafserv.ts). */
 export interface RequestInfo {
@@ -40,11 +41,16 @@ export interface PresetInput {
   limits: QueryLimits;
   /** statement_timeout for GraphQL requests, ms (0 = none). */
   statementTimeoutMs: number;
+  /** The process's LISTEN connection, behind every subscription (null: no subscriptions served). */
+  pubsub?: LiveNotifications | null;
+  /** Ping interval and pong deadline of WebSocket connections, ms (0 = none). */
+  websocketKeepaliveMs?: number;
 }
 
 export function makePreset(input: PresetInput): GraphileConfig.Preset {
   const { superuserPool, statementTimeoutMs, requestInfo } = input;
   const superuserPoolFor = input.superuserPoolFor ?? (() => superuserPool);
+  const pubsub = input.pubsub ?? null;
   return {
     extends: [PostGraphileAmberPreset],
     // No Relay global ids: `id` is the row's UUID, as existing game clients expect.
@@ -69,7 +75,9 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
       graphiqlOnGraphQLGET: input.graphiql,
       graphiqlPath: "/graphiql",
       maxRequestLength: input.maxRequestLength,
-      websockets: false,
+      // Subscriptions over WebSocket (graphql-transport-ws); adapters/websocket.ts adds identity and limits.
+      websockets: input.pubsub != null,
+      websocketKeepalive: input.websocketKeepaliveMs ?? 12_000,
       // grafast writes the JSON text itself instead of building objects that are then stringified.
       outputDataAsString: true,
       maskError: makeMaskError(input.log),
@@ -82,6 +90,8 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
           superuserPool: superuserPoolFor(identity),
           pgSettings: pgSettingsFor(identity, statementTimeoutMs),
           requestId,
+          // grafast's listen() calls subscribe(topic) only, which is all the hub's subscriber has.
+          pgSubscriber: pubsub as unknown as PluginContext["pgSubscriber"],
         };
       },
     },

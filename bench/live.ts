@@ -1,0 +1,234 @@
+// Live updates: memory per idle subscribed WebSocket, and commit → alert latency across two hub processes.
+//
+//   npm run build && node --import tsx bench/live.ts [--connections 1000,10000] [--subscribers 1000] [--rate 500] [--seconds 20]
+//
+// Two `node dist/server.js` processes (NODE_ENV=production) share one embedded Postgres in a fresh data dir.
+// Memory: RSS of process A (from /proc) before any socket, then with N idle connections each holding one
+// hubBalanceAlert subscription (players × N/players sockets). Latency: `subscribers` players, one
+// subscription each, alternately on A and B; this process changes a random player's balance `rate` times a
+// second, each change its own transaction (`update hub.balance …`, the ledger trigger does the rest), and
+// times each alert from the moment the UPDATE was sent (so its execution and commit are included). Every
+// change must produce exactly one alert: missing and duplicated ones are counted. Writes bench/results/live.md.
+import { spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { performance } from "node:perf_hooks";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import WebSocket from "ws";
+import { createSession, ensurePlayer } from "../dist/src/auth/credentials.js";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const args = process.argv.slice(2);
+const arg = (name: string, fallback: string) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 && args[i + 1] ? args[i + 1]! : fallback;
+};
+const CONNECTIONS = arg("connections", "1000,10000").split(",").map(Number);
+const SUBSCRIBERS = Number(arg("subscribers", "1000"));
+const RATE = Number(arg("rate", "500"));
+const SECONDS = Number(arg("seconds", "20"));
+const PLAYERS = Math.max(SUBSCRIBERS, Math.ceil(Math.max(...CONNECTIONS) / 10));
+
+interface Hub {
+  child: ChildProcess;
+  url: string;
+  wsUrl: string;
+}
+
+function startHub(dataDir: string): Promise<Hub> {
+  const child = spawn(process.execPath, [path.join(ROOT, "dist/server.js")], {
+    cwd: ROOT,
+    env: { ...process.env, NODE_ENV: "production", HUB_EXAMPLES: "off", HUB_DATA_DIR: dataDir, PORT: "0", LOG_LEVEL: "info", LOG_PRETTY: "false" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`hub did not start:\n${output}`)), 60_000);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      const m = /hub listening on (http:\/\/[^/\s"]+)\/graphql/.exec(output);
+      if (m) {
+        clearTimeout(timer);
+        child.stdout!.off("data", onData);
+        child.stdout!.resume();
+        child.stderr!.resume();
+        resolve({ child, url: m[1]!, wsUrl: `${m[1]!.replace(/^http/, "ws")}/graphql` });
+      }
+    };
+    child.stdout!.on("data", onData);
+    child.stderr!.on("data", onData);
+    child.once("exit", (code) => reject(new Error(`hub exited ${code}:\n${output}`)));
+  });
+}
+
+const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))![1]) / 1024;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface Player {
+  userId: string;
+  experienceId: string;
+  token: string;
+}
+
+/** A graphql-transport-ws connection with one hubBalanceAlert subscription; resolves once subscribed. */
+function subscribe(wsUrl: string, token: string, onAlert?: () => void): Promise<WebSocket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(wsUrl, "graphql-transport-ws");
+    ws.on("error", reject);
+    ws.on("open", () => ws.send(JSON.stringify({ type: "connection_init", payload: { authorization: `session:${token}` } })));
+    ws.on("message", (data) => {
+      const msg = JSON.parse(String(data)) as { type: string; payload?: unknown };
+      if (msg.type === "connection_ack") {
+        ws.send(JSON.stringify({ id: "1", type: "subscribe", payload: { query: "subscription { hubBalanceAlert { currencyKey } }" } }));
+        // The subscription is registered once the server has run its subscribe plan; a ping round trip after it proves that.
+        ws.send(JSON.stringify({ type: "ping" }));
+      } else if (msg.type === "pong") resolve(ws);
+      else if (msg.type === "next") onAlert?.();
+      else if (msg.type === "error") reject(new Error(JSON.stringify(msg.payload)));
+    });
+    ws.on("close", (code) => reject(new Error(`closed ${code}`)));
+  });
+}
+
+async function inBatches<T, R>(items: T[], size: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
+  const out: R[] = [];
+  for (let i = 0; i < items.length; i += size) out.push(...(await Promise.all(items.slice(i, i + size).map((item, j) => fn(item, i + j)))));
+  return out;
+}
+
+const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+
+async function main() {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "hub-bench-live-"));
+  const hubs: Hub[] = [];
+  const lines: string[] = [];
+  const log = (line: string) => {
+    console.log(line);
+    lines.push(line);
+  };
+  try {
+    hubs.push(await startHub(dataDir));
+    hubs.push(await startHub(dataDir)); // shares the running Postgres
+    const [a, b] = hubs as [Hub, Hub];
+    const { superuserPassword } = JSON.parse(fs.readFileSync(path.join(dataDir, "credentials.json"), "utf8")) as { superuserPassword: string };
+    const port = fs.readFileSync(path.join(dataDir, "pg/postmaster.pid"), "utf8").split("\n")[3];
+    const pool = new pg.Pool({ connectionString: `postgres://postgres:${superuserPassword}@127.0.0.1:${port}/hub`, max: 20 });
+
+    console.log(`seeding ${PLAYERS} players…`);
+    const players: Player[] = await inBatches(Array.from({ length: PLAYERS }, (_, i) => i), 10, async (i) => {
+      const { user, casino, experience } = await ensurePlayer(pool, { uname: `bench-${i}` });
+      await pool.query("select hub_hidden.credit_balance($1, $2, $3, 'HOUSE', 1000000, 'bench', 'seed')", [user.id, casino.id, experience.id]);
+      const { token } = await createSession(pool, { userId: user.id, casinoId: casino.id, experienceId: experience.id });
+      return { userId: user.id, experienceId: experience.id, token };
+    });
+
+    log(`# Live updates bench (${new Date().toISOString()}, ${os.cpus().length} CPUs, load average before: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")})`);
+    log("");
+    log("| idle subscribed connections on hub A | RSS of A | RSS per connection (over none) |");
+    log("|--:|--:|--:|");
+    await sleep(2000);
+    const rss0 = rssMiB(a.child.pid!);
+    log(`| 0 | ${rss0.toFixed(1)} MiB | |`);
+    const sockets: WebSocket[] = [];
+    for (const n of CONNECTIONS.sort((x, y) => x - y)) {
+      const more = n - sockets.length;
+      sockets.push(...(await inBatches(Array.from({ length: more }, (_, i) => players[(sockets.length + i) % PLAYERS]!), 200, (p) => subscribe(a.wsUrl, p.token))));
+      await sleep(3000);
+      const rss = rssMiB(a.child.pid!);
+      log(`| ${n.toLocaleString("en")} | ${rss.toFixed(1)} MiB | ${(((rss - rss0) * 1024) / n).toFixed(1)} KiB |`);
+    }
+    for (const ws of sockets) ws.terminate();
+    await sleep(2000);
+
+    // Latency: one subscription per player, alternately on A and B.
+    const pending = new Map<string, number[]>();
+    /** When each change's UPDATE returned (its commit is done by then), by its send time. */
+    const ackedAt = new Map<number, number>();
+    const afterAck: number[] = [];
+    const latencies: number[] = [];
+    let duplicates = 0;
+    const subs = players.slice(0, SUBSCRIBERS);
+    const live = await inBatches(subs, 100, (p, i) =>
+      subscribe((i % 2 === 0 ? a : b).wsUrl, p.token, () => {
+        const q = pending.get(p.userId);
+        const sent = q?.shift();
+        if (sent === undefined) duplicates++;
+        else {
+          const now = performance.now();
+          latencies.push(now - sent);
+          const acked = ackedAt.get(sent);
+          afterAck.push(acked === undefined ? 0 : now - acked);
+          ackedAt.delete(sent);
+        }
+      }),
+    );
+    await sleep(1000);
+    const total = RATE * SECONDS;
+    let sent = 0;
+    let failed = 0;
+    const acked: number[] = [];
+    const started = performance.now();
+    const inFlight = new Set<Promise<unknown>>();
+    while (sent < total) {
+      const due = Math.min(total, Math.floor(((performance.now() - started) / 1000) * RATE));
+      while (sent < due) {
+        const p = subs[Math.floor(Math.random() * subs.length)]!;
+        sent++;
+        const q = pending.get(p.userId) ?? [];
+        pending.set(p.userId, q);
+        // Timed from the moment the statement goes out on its own connection (not from a wait for one).
+        const work = pool.connect().then(async (client) => {
+          const t0 = performance.now();
+          q.push(t0);
+          try {
+            await client.query("update hub.balance set amount = amount + 1 where user_id = $1 and experience_id = $2 and currency_key = 'HOUSE'", [p.userId, p.experienceId]);
+            const now = performance.now();
+            acked.push(now - t0);
+            // Only while the alert has not arrived yet (an alert may beat the UPDATE's answer).
+            if (q.includes(t0)) ackedAt.set(t0, now);
+          } catch {
+            failed++;
+            q.splice(q.indexOf(t0), 1);
+          } finally {
+            client.release();
+          }
+        });
+        inFlight.add(work);
+        void work.finally(() => inFlight.delete(work));
+      }
+      await sleep(1);
+    }
+    const sendSeconds = (performance.now() - started) / 1000;
+    await Promise.all(inFlight);
+    await sleep(3000);
+    const missing = [...pending.values()].reduce((n, q) => n + q.length, 0);
+    latencies.sort((x, y) => x - y);
+    log("");
+    log(`| commit → alert, ${SUBSCRIBERS} subscribers over 2 processes, ${RATE} changes/s for ${SECONDS} s | value |`);
+    log("|---|--:|");
+    log(`| changes sent (achieved rate) | ${sent - failed} (${((sent - failed) / sendSeconds).toFixed(0)}/s; ${failed} failed) |`);
+    log(`| alerts received | ${latencies.length} |`);
+    log(`| missing / duplicated | ${missing} / ${duplicates} |`);
+    afterAck.sort((x, y) => x - y);
+    log(`| alert after the UPDATE was sent, p50 / p99 / max (an upper bound of commit → alert) | ${pct(latencies, 50).toFixed(1)} / ${pct(latencies, 99).toFixed(1)} / ${(latencies.at(-1) ?? NaN).toFixed(1)} ms |`);
+    log(`| alert after the UPDATE's answer came back, p50 / p99 / max (a lower bound; 0 when the alert came first) | ${pct(afterAck, 50).toFixed(1)} / ${pct(afterAck, 99).toFixed(1)} / ${(afterAck.at(-1) ?? NaN).toFixed(1)} ms |`);
+    acked.sort((x, y) => x - y);
+    log(`| for comparison: p50 / p99 of the UPDATE's own round trip (statement + commit) | ${pct(acked, 50).toFixed(1)} / ${pct(acked, 99).toFixed(1)} ms |`);
+    log("");
+    log(`Load average after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
+    for (const ws of live) ws.terminate();
+    await pool.end();
+    fs.mkdirSync(path.join(ROOT, "bench/results"), { recursive: true });
+    fs.writeFileSync(path.join(ROOT, "bench/results/live.md"), `${lines.join("\n")}\n`);
+  } finally {
+    for (const hub of hubs.reverse()) {
+      hub.child.kill("SIGTERM");
+      await new Promise((r) => hub.child.once("exit", r));
+    }
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+await main();

@@ -1,0 +1,172 @@
+import "./helpers/env.js";
+import t from "tap";
+import path from "node:path";
+import WebSocket from "ws";
+import { defaultPlugins } from "@hubpkg/hub";
+import { extendSchema, gql as graphql } from "@hubpkg/hub/graphile";
+import { access, context, lambda, listen } from "@hubpkg/hub/grafast";
+import { startTestServer, createPlayer, createExperience } from "@hubpkg/hub/test";
+import { feed, sleep, until, wsClient } from "./helpers/ws.js";
+import { tmpDir, writeFiles } from "./helpers/tmp.js";
+
+// A plugin's own subscription, written as a user writes it: a NOTIFY from the plugin's table feeds it.
+const ChatPlugin = extendSchema((build) => {
+  const users = build.input.pgRegistry.pgResources.hub_user!;
+  return {
+    typeDefs: graphql`
+      type ChatMessage { id: Int!, body: String!, "The user the message is about, as the subscriber may see it." about: HubUser }
+      extend type Subscription { chatMessage: ChatMessage }
+    `,
+    objects: {
+      Subscription: {
+        plans: {
+          chatMessage: {
+            subscribePlan: () => listen(context().get("pgSubscriber"), "app_chat", ($payload) => lambda($payload, (text) => JSON.parse(text as string))),
+            plan: ($message: any) => $message,
+          },
+        },
+      },
+      ChatMessage: {
+        plans: {
+          // Read under the subscriber's row-level security settings, per event.
+          about: ($message: any) => users.get({ id: access($message, "userId") }),
+        },
+      },
+    },
+  };
+}, "ChatPlugin");
+
+const CHAT_MIGRATION = `
+create schema if not exists app;
+create table app.chat (id serial primary key, body text not null, user_id uuid);
+create function app.notify_chat() returns trigger language plpgsql as $$
+begin
+  perform pg_notify('app_chat', json_build_object('id', new.id, 'body', new.body, 'userId', new.user_id)::text);
+  return null;
+end $$;
+create trigger chat_notify after insert on app.chat for each row execute function app.notify_chat();
+`;
+
+const BALANCE = "subscription { hubBalanceAlert { currencyKey } }";
+
+/** A raw WebSocket on the GraphQL path; resolves once open. */
+function rawSocket(url: string, options: WebSocket.ClientOptions = {}, pathName = "/graphql"): Promise<WebSocket> {
+  const ws = new WebSocket(`${url.replace(/^http/, "ws")}${pathName}`, "graphql-transport-ws", options);
+  return new Promise((resolve, reject) => {
+    ws.once("open", () => resolve(ws));
+    ws.once("error", reject);
+  });
+}
+const closeOf = (ws: WebSocket) => new Promise<{ code: number; reason: string; at: number }>((resolve) => ws.once("close", (code, reason) => resolve({ code, reason: reason.toString(), at: Date.now() })));
+
+t.test("WebSocket limits, other paths, the Express app, and a plugin's subscription", async (t) => {
+  const seenByExpress: string[] = [];
+  const server = await startTestServer({
+    plugins: [...defaultPlugins, ChatPlugin],
+    userDatabaseMigrationsPath: writeFiles(path.join(tmpDir(t), "m"), { "001-chat.sql": CHAT_MIGRATION }),
+    websocket: { connectionInitTimeoutMs: 300, maxOperations: 2, maxMessageBytes: 4096, keepAliveMs: 300, connectionsPerIdentity: 2 },
+    configureApp: (app) => {
+      app.use((req, _res, next) => {
+        seenByExpress.push(req.url);
+        next();
+      });
+      app.get("/bets", (_req, res) => res.json([]));
+    },
+  });
+  t.teardown(() => server.stop());
+  const casinoId = server.playgroundCasinoId;
+  const user = await createPlayer(server.dbPool, { casinoId, uname: "erin" });
+  const exp = await createExperience(server.dbPool, { casinoId, name: "e" });
+  const { token } = await server.authenticate(user.id, exp.id);
+  const auth = { authorization: `session:${token}` };
+
+  t.test("a plugin's subscription fed by NOTIFY from its table, read under the subscriber's row-level security", async (t) => {
+    const other = await createPlayer(server.dbPool, { casinoId, uname: "mallory" });
+    const c = wsClient(server.url, auth);
+    const anon = wsClient(server.url);
+    t.teardown(() => Promise.all([c.dispose(), anon.dispose()]));
+    const q = "subscription { chatMessage { id body about { uname } } }";
+    const f = feed(c, q);
+    const fa = feed(anon, q);
+    await sleep(300);
+    await server.dbPool.query("insert into app.chat (body, user_id) values ('hello', $1), ('world', $2)", [user.id, other.id]);
+    t.same(await f.waitFor(2), [
+      { data: { chatMessage: { id: 1, body: "hello", about: { uname: "erin" } } } },
+      { data: { chatMessage: { id: 2, body: "world", about: null } } },
+    ], "erin sees her own user row, not mallory's");
+    t.same(await fa.waitFor(2), [
+      { data: { chatMessage: { id: 1, body: "hello", about: null } } },
+      { data: { chatMessage: { id: 2, body: "world", about: null } } },
+    ], "an anonymous subscriber sees no user row");
+  });
+
+  t.test("connection-init timeout: a socket that never sends connection_init is closed with 4408", async (t) => {
+    const ws = await rawSocket(server.url);
+    const opened = Date.now();
+    const { code, at } = await closeOf(ws);
+    t.equal(code, 4408);
+    t.ok(at - opened >= 250 && at - opened < 3000, `closed after ${at - opened} ms (limit 300)`);
+  });
+
+  t.test("operations per connection: one more than the limit is refused with TOO_MANY_OPERATIONS", async (t) => {
+    const c = wsClient(server.url, auth);
+    t.teardown(() => c.dispose());
+    const f1 = feed(c, BALANCE);
+    const f2 = feed(c, BALANCE);
+    await sleep(300);
+    const f3 = feed(c, BALANCE);
+    await f3.ended();
+    t.match(f3.errors[0], [{ message: /Too many operations on this connection: 2 are running \(at most 2\)/, extensions: { code: "TOO_MANY_OPERATIONS" } }]);
+    t.same([f1.errors, f2.errors], [[], []], "the first two still run");
+  });
+
+  t.test("message size: a message over the limit closes the connection with 1009", async (t) => {
+    const ws = await rawSocket(server.url);
+    const closed = closeOf(ws);
+    ws.send(JSON.stringify({ type: "connection_init", payload: auth }));
+    ws.send(JSON.stringify({ id: "1", type: "subscribe", payload: { query: `subscription { hubBalanceAlert { currencyKey } } # ${"x".repeat(5000)}` } }));
+    t.equal((await closed).code, 1009);
+  });
+
+  t.test("keep-alive: a peer that answers no ping is cut; one that does stays", async (t) => {
+    const dead = await rawSocket(server.url, { autoPong: false });
+    const alive = await rawSocket(server.url);
+    for (const ws of [dead, alive]) ws.send(JSON.stringify({ type: "connection_init", payload: auth }));
+    const opened = Date.now();
+    const { code, at } = await closeOf(dead);
+    t.equal(code, 1006, `the silent peer was terminated after ${at - opened} ms (ping every 300 ms, pong due within 300 ms)`);
+    t.ok(at - opened < 3000);
+    await sleep(700);
+    t.equal(alive.readyState, WebSocket.OPEN, "the answering peer is still connected");
+    alive.close();
+  });
+
+  t.test("connections per identity: one more than the limit closes with 4429", async (t) => {
+    const closes: { code: number; reason: string }[] = [];
+    const clients = [0, 1, 2].map(() => wsClient(server.url, auth, { closes }));
+    t.teardown(() => Promise.all(clients.map((c) => c.dispose())));
+    const feeds = [];
+    for (const c of clients) {
+      feeds.push(feed(c, BALANCE));
+      await sleep(200);
+    }
+    await until(() => closes.length > 0, 3000, () => "nothing closed");
+    t.match(closes, [{ code: 4429, reason: /Too many connections: this credential already holds 2 \(at most 2\)/ }]);
+    t.same(feeds.slice(0, 2).map((f) => f.errors), [[], []], "the first two connections are untouched");
+  });
+
+  t.test("upgrades on other paths are refused with 404 before any route runs; Express never sees an upgrade", async (t) => {
+    for (const p of ["/bets", "/nowhere"]) {
+      const ws = new WebSocket(`${server.url.replace(/^http/, "ws")}${p}`, "graphql-transport-ws");
+      const status = await new Promise<number>((resolve, reject) => {
+        ws.once("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
+        ws.once("open", () => reject(new Error(`upgraded on ${p}`)));
+      });
+      t.equal(status, 404, `${p}: 404`);
+    }
+    t.same(seenByExpress, [], "the Express app saw none of the upgrades, /graphql ones included");
+    const res = await fetch(`${server.url}/bets`);
+    t.equal(res.status, 200);
+    t.same(seenByExpress, ["/bets"], "while it does see its plain requests");
+  });
+});

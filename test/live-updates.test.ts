@@ -1,0 +1,243 @@
+import "./helpers/env.js";
+import t from "tap";
+import WebSocket from "ws";
+import { startTestServer, createPlayer, createExperience, createPlayerBalance, createCurrency, type TestServer } from "@hubpkg/hub/test";
+import { gql } from "./helpers/http.js";
+// Internal helper (not a public sub-path): a session with a short life.
+import { createSession } from "../dist/src/auth/credentials.js";
+import { connected, feed, sleep, until, wsClient } from "./helpers/ws.js";
+
+const BALANCE = "subscription { hubBalanceAlert { currencyKey } }";
+
+interface PlayerCtx {
+  userId: string;
+  experienceId: string;
+  casinoId: string;
+  token: string;
+}
+
+async function player(server: TestServer, uname: string, experienceId?: string): Promise<PlayerCtx> {
+  const casinoId = server.playgroundCasinoId;
+  const user = await createPlayer(server.dbPool, { casinoId, uname });
+  const exp = experienceId ?? (await createExperience(server.dbPool, { casinoId, name: `exp-${uname}` })).id;
+  await createPlayerBalance(server.dbPool, { userId: user.id, experienceId: exp, currencyKey: "HOUSE", amount: 1000 });
+  const { token } = await server.authenticate(user.id, exp);
+  return { userId: user.id, experienceId: exp, casinoId, token };
+}
+
+const credit = (server: TestServer, p: PlayerCtx, amount = 5) =>
+  server.dbPool.query("update hub.balance set amount = amount + $4 where user_id = $1 and casino_id = $2 and experience_id = $3 and currency_key = 'HOUSE'", [
+    p.userId,
+    p.casinoId,
+    p.experienceId,
+    amount,
+  ]);
+
+t.test("live updates over one hub", async (t) => {
+  const server = await startTestServer();
+  t.teardown(() => server.stop());
+  const alice = await player(server, "alice");
+  const bob = await player(server, "bob");
+  // alice again, in another experience: her session there must not hear about this one.
+  const otherExp = (await createExperience(server.dbPool, { casinoId: alice.casinoId, name: "elsewhere" })).id;
+  await createPlayerBalance(server.dbPool, { userId: alice.userId, experienceId: otherExp, currencyKey: "HOUSE", amount: 10 });
+  const aliceElsewhere = (await server.authenticate(alice.userId, otherExp)).token;
+
+  t.test("hubBalanceAlert: committed changes only, to their player only, whatever made them", async (t) => {
+    const a = wsClient(server.url, { authorization: `session:${alice.token}` });
+    const b = wsClient(server.url, { authorization: `session:${bob.token}` });
+    const a2 = wsClient(server.url, { authorization: `session:${aliceElsewhere}` });
+    t.teardown(() => Promise.all([a.dispose(), b.dispose(), a2.dispose()]));
+    const fa = feed(a, BALANCE);
+    const fb = feed(b, BALANCE);
+    const fa2 = feed(a2, BALANCE);
+    await Promise.all([connected(a), connected(b), connected(a2)]).catch(() => undefined);
+    await sleep(200); // the subscribe messages reach the server
+
+    // A transaction: nothing before its commit, one alert after it (two changes of one currency fold into one).
+    const client = await server.dbPool.connect();
+    try {
+      await client.query("begin");
+      await client.query("update hub.balance set amount = amount + 1 where user_id = $1 and experience_id = $2", [alice.userId, alice.experienceId]);
+      await client.query("update hub.balance set amount = amount + 1 where user_id = $1 and experience_id = $2", [alice.userId, alice.experienceId]);
+      await sleep(300);
+      t.same(fa.events, [], "nothing is announced before the commit");
+      await client.query("commit");
+    } finally {
+      client.release();
+    }
+    t.same(await fa.waitFor(1), [{ data: { hubBalanceAlert: { currencyKey: "HOUSE" } } }], "one alert after the commit");
+
+    // Rolled back: nothing.
+    await server.dbPool.query("begin; update hub.balance set amount = amount + 1 where user_id = '" + alice.userId + "'; rollback;");
+    // An operator mutation through GraphQL.
+    const op = await server.authenticateOperator();
+    await op.graphqlClient.request(
+      "mutation($i: HubBalanceChangeInput!) { hubCreditBalance(input: $i) { amount } }",
+      { i: { userId: alice.userId, experienceId: alice.experienceId, currencyKey: "HOUSE", amount: 7, reason: "goodwill" } },
+    );
+    await fa.waitFor(2);
+    await sleep(300);
+    t.equal(fa.events.length, 2, "the rolled-back change announced nothing; the operator credit one alert");
+    t.same(fb.events, [], "bob heard nothing of alice's balance");
+    t.same(fa2.events, [], "alice's session in another experience heard nothing");
+    await credit(server, bob);
+    await fb.waitFor(1);
+    t.same(fb.events[0], { data: { hubBalanceAlert: { currencyKey: "HOUSE" } } });
+  });
+
+  t.test("identity: the upgrade's Authorization header works too; none or a bad one is refused", async (t) => {
+    const byHeader = wsClient(server.url, undefined, { headers: { authorization: `session:${bob.token}` } });
+    t.teardown(() => byHeader.dispose());
+    const f = feed(byHeader, BALANCE);
+    await sleep(300);
+    await credit(server, bob);
+    await f.waitFor(1);
+    t.pass("an alert reached the socket authenticated by its upgrade header");
+
+    const anonymous = wsClient(server.url);
+    t.teardown(() => anonymous.dispose());
+    const fa = feed(anonymous, BALANCE);
+    await fa.ended();
+    t.match(fa.events, [{ errors: [{ message: /needs a player's session.*received no valid credential/, extensions: { code: "UNAUTHENTICATED" } }] }], "anonymous: an UNAUTHENTICATED error, then the operation ends");
+    t.notOk(fa.events[0]?.data?.hubBalanceAlert, "and no data");
+
+    const closes: { code: number; reason: string }[] = [];
+    const bad = wsClient(server.url, { authorization: "session:00000000-0000-4000-8000-000000000000" }, { closes });
+    t.teardown(() => bad.dispose());
+    const fbad = feed(bad, BALANCE);
+    await fbad.ended();
+    t.match(closes, [{ code: 4401, reason: /not a valid credential/ }], "a bad credential closes with 4401 Unauthorized");
+  });
+
+  t.test("hubPutAlert: the deposit notification reaches its player only", async (t) => {
+    const a = wsClient(server.url, { authorization: `session:${alice.token}` });
+    const b = wsClient(server.url, { authorization: `session:${bob.token}` });
+    t.teardown(() => Promise.all([a.dispose(), b.dispose()]));
+    const q = "subscription { hubPutAlert { currencyKey mpTransferId } }";
+    const fa = feed(a, q);
+    const fb = feed(b, q);
+    await sleep(300);
+    const client = await server.dbPool.connect();
+    try {
+      await client.query("begin");
+      await client.query(
+        "select pg_notify('hub_put_alert', json_build_object('userId', $1::uuid, 'casinoId', $2::uuid, 'experienceId', $3::uuid, 'currencyKey', 'HOUSE', 'mpTransferId', 'mp-42')::text)",
+        [alice.userId, alice.casinoId, alice.experienceId],
+      );
+      await client.query("commit");
+    } finally {
+      client.release();
+    }
+    t.same(await fa.waitFor(1), [{ data: { hubPutAlert: { currencyKey: "HOUSE", mpTransferId: "mp-42" } } }]);
+    await sleep(200);
+    t.same(fb.events, [], "bob heard nothing");
+  });
+
+  t.test("hubBetAlert: operators only, one per bet row of the ledger, filtered by userId on request", async (t) => {
+    const op = await server.authenticateOperator();
+    const o = wsClient(server.url, { authorization: `apikey:${op.apiKey}` });
+    const s = wsClient(server.url, { authorization: `session:${alice.token}` });
+    t.teardown(() => Promise.all([o.dispose(), s.dispose()]));
+    const q = "subscription($u: UUID) { hubBetAlert(userId: $u) { betId userId casinoId experienceId currencyKey amountDelta reason createdAt } }";
+    const all = feed(o, q);
+    const bobs = feed(o, q, { u: bob.userId });
+    const denied = feed(s, q);
+    await denied.ended();
+    t.match(denied.events, [{ errors: [{ message: /needs an operator API key.*received a player's session/, extensions: { code: "FORBIDDEN" } }] }], "a session gets FORBIDDEN");
+    await sleep(300);
+    const betId = "01900000-0000-7000-8000-000000000001";
+    const client = await server.dbPool.connect();
+    try {
+      await client.query("begin");
+      await client.query("select hub_hidden.ledger_begin('test', 'test:bets', 'coinflip bet', $1)", [betId]);
+      await client.query("update hub.balance set amount = amount - 3 where user_id = $1 and experience_id = $2", [alice.userId, alice.experienceId]);
+      await client.query("update hub.balance set amount = amount + 2 where user_id = $1 and experience_id = $2", [alice.userId, alice.experienceId]);
+      await client.query("commit");
+    } finally {
+      client.release();
+    }
+    const events = await all.waitFor(2);
+    const rows = events.map((e) => (e.data as { hubBetAlert: Record<string, unknown> }).hubBetAlert);
+    t.same(rows.map((r) => r.amountDelta), [-3, 2], "one alert per ledger row, in order");
+    t.match(rows[0], { betId, userId: alice.userId, casinoId: alice.casinoId, experienceId: alice.experienceId, currencyKey: "HOUSE", reason: "coinflip bet", createdAt: /^\d{4}-/ });
+    await sleep(200);
+    t.same(bobs.events, [], "the userId filter kept alice's bets out");
+    await credit(server, alice); // no bet id: no bet alert
+    await sleep(300);
+    t.equal(all.events.length, 2, "a change without a bet id is no bet alert");
+  });
+
+  t.test("a subscription over POST or GET is a GraphQL error naming the WebSocket endpoint", async (t) => {
+    const post = await gql(server.url, BALANCE, {}, { authorization: `session:${alice.token}` });
+    t.equal(post.status, 400);
+    t.match(post.body, { errors: [{ message: /WebSocket.*ws:\/\/127\.0\.0\.1:\d+\/graphql.*HTTP POST/, extensions: { code: "SUBSCRIPTION_NEEDS_WEBSOCKET" } }] });
+    const res = await fetch(`${server.url}/graphql?query=${encodeURIComponent(BALANCE)}`, { headers: { accept: "application/json" } });
+    t.equal(res.status, 400);
+    t.match(await res.json(), { errors: [{ message: /HTTP GET/, extensions: { code: "SUBSCRIPTION_NEEDS_WEBSOCKET" } }] });
+  });
+
+  t.test("revoking the session closes its sockets within 1 s with 4401", async (t) => {
+    const p = await player(server, "carol");
+    const closes: { code: number; reason: string }[] = [];
+    const c = wsClient(server.url, { authorization: `session:${p.token}` }, { closes });
+    t.teardown(() => c.dispose());
+    const f = feed(c, BALANCE);
+    await sleep(300);
+    await credit(server, p);
+    await f.waitFor(1);
+    const started = Date.now();
+    await server.dbPool.query("update hub.session set revoked_at = now() where user_id = $1", [p.userId]);
+    await until(() => closes.length > 0, 1000, () => "still open after 1 s");
+    t.match(closes[0], { code: 4401, reason: /revoked/ }, `closed with 4401 after ${Date.now() - started} ms`);
+  });
+
+  t.test("revoking an API key closes its sockets within 1 s; an expiring session closes at its expiry", async (t) => {
+    const op = await server.authenticateOperator();
+    const closes: { code: number; reason: string }[] = [];
+    const o = wsClient(server.url, { authorization: `apikey:${op.apiKey}` }, { closes });
+    t.teardown(() => o.dispose());
+    feed(o, "subscription { hubBetAlert { betId } }");
+    await sleep(300);
+    t.same(closes, [], "open while the key is valid");
+    await server.dbPool.query("update hub.api_key set revoked_at = now() where id = $1", [op.apiKeyId]);
+    await until(() => closes.length > 0, 1000, () => "still open after 1 s");
+    t.match(closes[0], { code: 4401 });
+
+    const { sessionId, token, expiredAt } = await createSession(server.dbPool, { userId: alice.userId, casinoId: alice.casinoId, experienceId: alice.experienceId, expiresInSeconds: 1.5 });
+    t.ok(sessionId);
+    const expiring: { code: number; reason: string }[] = [];
+    const s = wsClient(server.url, { authorization: `session:${token}` }, { closes: expiring });
+    t.teardown(() => s.dispose());
+    feed(s, BALANCE);
+    await until(() => expiring.length > 0, 4000, () => "still open after the expiry");
+    t.match(expiring[0], { code: 4401, reason: /expired/ });
+    t.ok(Date.now() >= expiredAt.getTime() - 50, "not before the expiry");
+    t.ok(Date.now() - expiredAt.getTime() < 1000, `closed ${Date.now() - expiredAt.getTime()} ms after the expiry`);
+  });
+});
+
+t.test("after the LISTEN connection drops and comes back, one alert per currency the player holds", async (t) => {
+  const server = await startTestServer();
+  t.teardown(() => server.stop());
+  const dave = await player(server, "dave");
+  await createCurrency(server.dbPool, { casinoId: dave.casinoId, key: "BTC" });
+  await createPlayerBalance(server.dbPool, { userId: dave.userId, experienceId: dave.experienceId, currencyKey: "BTC", amount: 3 });
+  const c = wsClient(server.url, { authorization: `session:${dave.token}` });
+  t.teardown(() => c.dispose());
+  const f = feed(c, BALANCE);
+  await sleep(300);
+  const { rows } = await server.dbPool.query<{ ok: boolean }>(
+    "select pg_terminate_backend(pid) as ok from pg_stat_activity where application_name = 'hub:live-notifications' and datname = current_database()",
+  );
+  t.same(rows, [{ ok: true }], "the hub's one listening connection was cut");
+  const events = await f.waitFor(2, 10_000);
+  t.same(events.map((e) => (e.data as { hubBalanceAlert: { currencyKey: string } }).hubBalanceAlert.currencyKey).sort(), ["BTC", "HOUSE"], "one alert per currency");
+  await sleep(300);
+  t.equal(f.events.length, 2, "and no more");
+  await credit(server, dave);
+  await f.waitFor(3);
+  t.pass("changes are announced again on the new connection");
+  const { rows: listeners } = await server.dbPool.query("select 1 from pg_stat_activity where application_name = 'hub:live-notifications' and datname = current_database()");
+  t.equal(listeners.length, 1, "still one listening connection for every subscriber");
+});
