@@ -5,6 +5,7 @@ import { BetInterfacePlugin } from "./bet-interface.js";
 import { HubSessionPlugin } from "./sessions.js";
 import { HubOperatorPlugin } from "./operator.js";
 import { HubHashChainPlugin } from "../fair/hash-chain-plugin.js";
+import { HubOutcomeInputPlugin } from "../fair/outcome-input.js";
 
 type SessionKey = "user_id" | "casino_id" | "experience_id" | "id";
 
@@ -90,4 +91,4 @@ export const HubBalanceByCurrencyPlugin = extendSchema((build) => {
 }, "HubBalanceByCurrencyPlugin");
 
 /** The hub's own plugins; keep them with `plugins: [...defaultPlugins, MyPlugin]`. */
-export const defaultPlugins: GraphileConfig.Plugin[] = [HubCurrentIdentityPlugin, HubBalanceByCurrencyPlugin, BetInterfacePlugin, HubSessionPlugin, HubOperatorPlugin, HubHashChainPlugin];
+export const defaultPlugins: GraphileConfig.Plugin[] = [HubCurrentIdentityPlugin, HubBalanceByCurrencyPlugin, BetInterfacePlugin, HubSessionPlugin, HubOperatorPlugin, HubHashChainPlugin, HubOutcomeInputPlugin];
