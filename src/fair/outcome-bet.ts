@@ -9,7 +9,7 @@ import { ErrorCode } from "../errors.js";
 import { clientError } from "../graphql/client-error.js";
 import { withPgPoolTransaction } from "../db/pools.js";
 import { dbLockPlayerBalanceAndHouseBankroll } from "../db/locks.js";
-import { dbInsertHubHash, dbLockHubHashChain, dbNextHubHashChainIteration } from "./db.js";
+import { dbLockHubHashChain } from "./db.js";
 import { getIntermediateHash } from "./chain-secret.js";
 import { outcomeIndexOf } from "./hash.js";
 import { riskLimitsOf, validateRisk, type RiskLimits, type RiskPolicy } from "./risk.js";
@@ -167,41 +167,56 @@ export async function makeOutcomeBet(
       throw refuse(ErrorCode.INVALID_AMOUNT, `a win of ${maxNet} ${currency} would take the balance past ${Number.MAX_SAFE_INTEGER} base units.`);
     }
 
-    const iteration = await dbNextHubHashChainIteration(pgClient, { hashChainId: chain.id });
-    if (iteration === null) return { __typename: "HubBadHashChainError", message: `Hash chain ${hashChainId} is exhausted; create a new one (hubCreateHashChain) and retry.` };
+    // The chain is locked: its next iteration is known before any write.
+    const iteration = chain.current_iteration - 1;
     const derived = await getIntermediateHash({ hashChainId: chain.id, iteration, pgClient });
     if (derived.type === "error") throw new Error(`hubMakeOutcomeBet: cannot derive hash ${iteration} of chain ${chain.id}: ${derived.reason}`);
     const outcomeIdx = outcomeIndexOf({ serverHash: derived.hash, clientSeed, weights: outcomes.map((o) => o.weight) });
     const net = nets[outcomeIdx]!;
-    const hash = await dbInsertHubHash(pgClient, { hashChainId: chain.id, kind: "INTERMEDIATE", digest: derived.hash, iteration, clientSeed });
-
-    // The bet's id first, so the ledger rows the updates write name it.
-    const idRow = await pgClient.query<{ id: string }>(
-      `select id, set_config('hub.ledger_bet_id', id::text, true),
-              set_config('hub.ledger_actor', 'hub:hubMakeOutcomeBet', true),
-              set_config('hub.ledger_reason', 'outcome bet ' || $1, true)
-         from hub_hidden.uuid_generate_v7() as id`,
-      [input.kind],
-    );
-    const betId = idRow.rows[0]!.id;
-    const balanceAfter = await pgClient.query<{ amount: number }>("update hub.balance set amount = amount + $1 where id = $2 returning amount", [net, dbPlayerBalance.id]);
     // The house's expected gain: minus the player's expected net over the weights.
     const expectedValue = -outcomes.reduce((sum, o, i) => sum + (o.weight / totalWeight) * nets[i]!, 0);
-    await pgClient.query(
-      `update hub.bankroll set amount = amount - $1, bets = bets + 1, wagered = wagered + $2, expected_value = expected_value + $3 where id = $4`,
-      [net, wager, expectedValue, dbHouseBankroll.id],
+
+    // Two statements, so a bet holds the bankroll's lock for few round trips.
+    // First: consume the iteration, store the hash, and name the bet for the
+    // ledger rows the balance and bankroll triggers write in the second.
+    const first = await pgClient.query<{ bet_id: string; hash_id: string }>(
+      `with advanced as (
+         update hub.hash_chain set current_iteration = $2 where id = $1 and current_iteration = $2 + 1 returning id
+       ), hash as (
+         insert into hub.hash (hash_chain_id, kind, digest, iteration, client_seed)
+         select id, 'INTERMEDIATE', $3, $2, $4 from advanced returning id
+       ), bet as (select hub_hidden.uuid_generate_v7() as id)
+       select bet.id as bet_id, hash.id as hash_id,
+              set_config('hub.ledger_bet_id', bet.id::text, true),
+              set_config('hub.ledger_actor', 'hub:hubMakeOutcomeBet', true),
+              set_config('hub.ledger_reason', 'outcome bet ' || $5, true)
+         from bet, hash`,
+      [chain.id, iteration, Buffer.from(derived.hash), clientSeed, input.kind],
     );
-    await pgClient.query(
-      `insert into hub.outcome_bet (id, kind, wager, profit, net, outcomes, outcome_idx, currency_key, hash_id, user_id, casino_id, experience_id, metadata)
-       select $1, $2, $3, $4, $5, coalesce(array_agg(row(o.weight, o.profit)::hub.outcome order by o.n) filter (where $13), '{}'),
-              $6, $7, $8, $9, $10, $11, coalesce($12::jsonb, '{}')
-         from unnest($14::float8[], $15::float8[]) with ordinality as o(weight, profit, n)`,
+    if (!first.rows[0]) throw new Error(`hubMakeOutcomeBet: chain ${chain.id} moved past iteration ${iteration + 1} while locked`);
+    const { bet_id: betId, hash_id: hashId } = first.rows[0];
+    const second = await pgClient.query<{ amount: number }>(
+      `with balance as (
+         update hub.balance set amount = amount + $5 where id = $16 returning amount
+       ), bankroll as (
+         update hub.bankroll set amount = amount - $5, bets = bets + 1, wagered = wagered + $3, expected_value = expected_value + $17
+          where id = $18 returning 1
+       ), bet as (
+         insert into hub.outcome_bet (id, kind, wager, profit, net, outcomes, outcome_idx, currency_key, hash_id, user_id, casino_id, experience_id, metadata)
+         select $1, $2, $3, $4, $5, coalesce(array_agg(row(o.weight, o.profit)::hub.outcome order by o.n) filter (where $13), '{}'),
+                $6, $7, $8, $9, $10, $11, coalesce($12::jsonb, '{}')
+           from unnest($14::float8[], $15::float8[]) with ordinality as o(weight, profit, n)
+         returning 1
+       )
+       select balance.amount from balance, bankroll, bet`,
       [
-        betId, input.kind, wager, outcomes[outcomeIdx]!.profit, net, outcomeIdx, currency, hash.id, userId, casinoId, experienceId,
+        betId, input.kind, wager, outcomes[outcomeIdx]!.profit, net, outcomeIdx, currency, hashId, userId, casinoId, experienceId,
         input.metadata === undefined || input.metadata === null ? null : JSON.stringify(input.metadata),
         config.saveOutcomes, outcomes.map((o) => o.weight), outcomes.map((o) => o.profit),
+        dbPlayerBalance.id, expectedValue, dbHouseBankroll.id,
       ],
     );
-    return { __typename: "HubMakeOutcomeBetSuccess", betId, outcomeIdx, net, balance: balanceAfter.rows[0]!.amount };
+    if (!second.rows[0]) throw new Error("hubMakeOutcomeBet: the balance, bankroll or bet row was not written");
+    return { __typename: "HubMakeOutcomeBetSuccess", betId, outcomeIdx, net, balance: second.rows[0].amount };
   });
 }
