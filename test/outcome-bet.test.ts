@@ -339,3 +339,16 @@ t.test("the same across two hub processes on one database", async (t) => {
     }
   }
 });
+
+t.test("HubGameConfigPlugin refuses a configuration it cannot serve, naming the field", async (t) => {
+  const bad: [string, Parameters<typeof HubGameConfigPlugin>[0], RegExp][] = [
+    ["a kind that is no enum value", { outcomeBetConfigs: { "dice-1": { houseEdge: 0.01, saveOutcomes: false } } }, /"dice-1" is not a GraphQL enum value/],
+    ["a kind in both maps", { outcomeBetConfigs: { DICE: { houseEdge: 0.01, saveOutcomes: false } }, customGameConfigs: { DICE: {} } }, /both an outcome bet kind and a custom game kind/],
+    ["a house edge of 1", { outcomeBetConfigs: { DICE: { houseEdge: 1, saveOutcomes: false } } }, /outcomeBetConfigs.DICE.houseEdge must be a number from 0 to below 1; received 1/],
+    ["a negative house edge", { outcomeBetConfigs: { DICE: { houseEdge: -0.01, saveOutcomes: false } } }, /received -0.01/],
+    ["saveOutcomes missing", { outcomeBetConfigs: { DICE: { houseEdge: 0.01 } as never } }, /saveOutcomes must be true or false/],
+    ["a policy that is not a function", { customGameConfigs: { TOWER: { riskPolicy: 5 as never } } }, /customGameConfigs.TOWER.riskPolicy must be a function/],
+    ["a chain of 1 hash", { hashChainLength: 1 }, /hashChainLength must be a whole number from 2 to 1000000; received 1/],
+  ];
+  for (const [name, options, message] of bad) t.throws(() => HubGameConfigPlugin(options), message, name);
+});

@@ -50,13 +50,14 @@ export async function dbLockHubHashChain(
   pgClient: Queryable,
   input: { userId: string; experienceId: string; casinoId: string; hashChainId: string; active?: "must-be-active" | "any" },
 ): Promise<DbHashChain | null> {
-  const { rows } = await pgClient.query<DbHashChain>(
-    `select ${CHAIN_COLUMNS} from hub.hash_chain
+  const { rows } = await pgClient.query<DbHashChain>({
+    name: "hub-lock-hash-chain",
+    text: `select ${CHAIN_COLUMNS} from hub.hash_chain
       where id = $1 and user_id = $2 and experience_id = $3 and casino_id = $4
         and ($5::boolean is false or active)
       for update`,
-    [input.hashChainId, input.userId, input.experienceId, input.casinoId, (input.active ?? "must-be-active") === "must-be-active"],
-  );
+    values: [input.hashChainId, input.userId, input.experienceId, input.casinoId, (input.active ?? "must-be-active") === "must-be-active"],
+  });
   return rows[0] ?? null;
 }
 

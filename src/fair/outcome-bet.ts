@@ -123,10 +123,12 @@ export async function makeOutcomeBet(
   const { userId, casinoId, experienceId } = player;
   const { wager, currency, outcomes, hashChainId, clientSeed } = input;
   return withPgPoolTransaction(pool, async (pgClient) => {
-    const known = await pgClient.query<{ display_unit_name: string; display_unit_scale: number }>(
-      "select display_unit_name, display_unit_scale from hub.currency where key = $1 and casino_id = $2",
-      [currency, casinoId],
-    );
+    // Named statements: each connection parses and plans them once, not at every bet.
+    const known = await pgClient.query<{ display_unit_name: string; display_unit_scale: number }>({
+      name: "hub-outcome-bet-currency",
+      text: "select display_unit_name, display_unit_scale from hub.currency where key = $1 and casino_id = $2",
+      values: [currency, casinoId],
+    });
     const unit = known.rows[0];
     if (!unit) throw refuse(ErrorCode.UNKNOWN_CURRENCY, `unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`);
 
@@ -179,8 +181,9 @@ export async function makeOutcomeBet(
     // Two statements, so a bet holds the bankroll's lock for few round trips.
     // First: consume the iteration, store the hash, and name the bet for the
     // ledger rows the balance and bankroll triggers write in the second.
-    const first = await pgClient.query<{ bet_id: string; hash_id: string }>(
-      `with advanced as (
+    const first = await pgClient.query<{ bet_id: string; hash_id: string }>({
+      name: "hub-outcome-bet-hash",
+      text: `with advanced as (
          update hub.hash_chain set current_iteration = $2 where id = $1 and current_iteration = $2 + 1 returning id
        ), hash as (
          insert into hub.hash (hash_chain_id, kind, digest, iteration, client_seed)
@@ -191,12 +194,13 @@ export async function makeOutcomeBet(
               set_config('hub.ledger_actor', 'hub:hubMakeOutcomeBet', true),
               set_config('hub.ledger_reason', 'outcome bet ' || $5, true)
          from bet, hash`,
-      [chain.id, iteration, Buffer.from(derived.hash), clientSeed, input.kind],
-    );
+      values: [chain.id, iteration, Buffer.from(derived.hash), clientSeed, input.kind],
+    });
     if (!first.rows[0]) throw new Error(`hubMakeOutcomeBet: chain ${chain.id} moved past iteration ${iteration + 1} while locked`);
     const { bet_id: betId, hash_id: hashId } = first.rows[0];
-    const second = await pgClient.query<{ amount: number }>(
-      `with balance as (
+    const second = await pgClient.query<{ amount: number }>({
+      name: "hub-outcome-bet-money",
+      text: `with balance as (
          update hub.balance set amount = amount + $5 where id = $16 returning amount
        ), bankroll as (
          update hub.bankroll set amount = amount - $5, bets = bets + 1, wagered = wagered + $3, expected_value = expected_value + $17
@@ -209,13 +213,13 @@ export async function makeOutcomeBet(
          returning 1
        )
        select balance.amount from balance, bankroll, bet`,
-      [
+      values: [
         betId, input.kind, wager, outcomes[outcomeIdx]!.profit, net, outcomeIdx, currency, hashId, userId, casinoId, experienceId,
         input.metadata === undefined || input.metadata === null ? null : JSON.stringify(input.metadata),
         config.saveOutcomes, outcomes.map((o) => o.weight), outcomes.map((o) => o.profit),
         dbPlayerBalance.id, expectedValue, dbHouseBankroll.id,
       ],
-    );
+    });
     if (!second.rows[0]) throw new Error("hubMakeOutcomeBet: the balance, bankroll or bet row was not written");
     return { __typename: "HubMakeOutcomeBetSuccess", betId, outcomeIdx, net, balance: second.rows[0].amount };
   });
