@@ -14,10 +14,13 @@
  * holds.
  *
  * Creating a chain costs N hashes once (1.3 s for N = 1,000,000 on one core
- * of the development machine). They are computed in chunks that yield to the
- * event loop, so other requests keep being served meanwhile.
+ * of the development machine). Long chains are computed on a worker thread
+ * (at most two at once), so the event loop and its core keep serving
+ * requests; short ones, where starting a worker would cost more, in chunks
+ * that yield to the event loop.
  */
 import { randomBytes, createHash } from "node:crypto";
+import { Worker } from "node:worker_threads";
 import type pg from "pg";
 import { superuserPool } from "../db/pools.js";
 
@@ -40,18 +43,62 @@ export interface NewChainSecret {
 
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-/** A fresh random seed, its checkpoints and its terminal hash h(maxIteration). */
-export async function generateChainSecret(maxIteration: number, seed: Buffer = randomBytes(32)): Promise<NewChainSecret> {
-  const k = CHECKPOINT_INTERVAL;
-  const count = Math.floor((maxIteration - 1) / k);
-  const checkpoints = Buffer.alloc(count * 32);
+/** Chains at least this long are computed on a worker thread. */
+const WORKER_THRESHOLD = 50_000;
+const MAX_WORKERS = 2;
+
+/** The same loop as chunkedChain, as a CommonJS script for an eval'd worker. */
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require("node:worker_threads");
+const { createHash } = require("node:crypto");
+const { maxIteration, k } = workerData;
+let hash = Buffer.from(workerData.seed);
+const checkpoints = Buffer.alloc(Math.floor((maxIteration - 1) / k) * 32);
+for (let i = 1; i <= maxIteration; i++) {
+  hash = createHash("sha256").update(hash).digest();
+  if (i % k === 0 && i < maxIteration) hash.copy(checkpoints, (i / k - 1) * 32);
+}
+parentPort.postMessage({ checkpoints, terminalHash: hash });
+`;
+
+async function chunkedChain(seed: Buffer, maxIteration: number, k: number): Promise<{ checkpoints: Buffer; terminalHash: Buffer }> {
+  const checkpoints = Buffer.alloc(Math.floor((maxIteration - 1) / k) * 32);
   let hash = seed;
   for (let i = 1; i <= maxIteration; i++) {
     hash = createHash("sha256").update(hash).digest();
     if (i % k === 0 && i < maxIteration) hash.copy(checkpoints, (i / k - 1) * 32);
     if (i % CHUNK === 0) await yieldToEventLoop();
   }
-  return { seed, checkpointInterval: k, checkpoints, terminalHash: hash };
+  return { checkpoints, terminalHash: hash };
+}
+
+let workersRunning = 0;
+const workerQueue: (() => void)[] = [];
+
+async function workerChain(seed: Buffer, maxIteration: number, k: number): Promise<{ checkpoints: Buffer; terminalHash: Buffer }> {
+  if (workersRunning >= MAX_WORKERS) await new Promise<void>((resolve) => workerQueue.push(resolve));
+  workersRunning++;
+  try {
+    return await new Promise((resolve, reject) => {
+      const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { seed: new Uint8Array(seed), maxIteration, k } });
+      worker.once("message", (m: { checkpoints: Uint8Array; terminalHash: Uint8Array }) => {
+        resolve({ checkpoints: Buffer.from(m.checkpoints), terminalHash: Buffer.from(m.terminalHash) });
+        void worker.terminate();
+      });
+      worker.once("error", reject);
+      worker.once("exit", (code) => reject(new Error(`the hash chain worker exited with code ${code} before answering`)));
+    });
+  } finally {
+    workersRunning--;
+    workerQueue.shift()?.();
+  }
+}
+
+/** A fresh random seed, its checkpoints and its terminal hash h(maxIteration). */
+export async function generateChainSecret(maxIteration: number, seed: Buffer = randomBytes(32)): Promise<NewChainSecret> {
+  const k = CHECKPOINT_INTERVAL;
+  const { checkpoints, terminalHash } = maxIteration >= WORKER_THRESHOLD ? await workerChain(seed, maxIteration, k) : await chunkedChain(seed, maxIteration, k);
+  return { seed, checkpointInterval: k, checkpoints, terminalHash };
 }
 
 interface Segment {
