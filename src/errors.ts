@@ -35,6 +35,12 @@ export const ErrorCodes = {
   CONSTRAINT_VIOLATION: "The database refused the change as an integrity violation (unique, foreign key, check, not null, exclusion).",
   INSUFFICIENT_FUNDS: "A debit beyond the balance or the house bankroll.",
   UNAME_TAKEN: "hubCreatePlaygroundSession: a player of that name already exists in the playground casino.",
+  // Provably fair games (hash chains, hubMakeOutcomeBet)
+  HASH_CHAIN_NOT_FOUND: "hubRevealHashChain: the chain id is not one of this player's chains in the session's casino and experience.",
+  INVALID_OUTCOMES: "hubMakeOutcomeBet: the outcomes are too few or too many, a weight is negative or not finite, the weights sum to 0, or a profit is below -1 or not finite.",
+  HOUSE_EDGE_TOO_LOW: "hubMakeOutcomeBet: the outcomes' weighted mean profit is above -houseEdge of the bet kind (the player's edge would be too good).",
+  INVALID_CLIENT_SEED: "hubMakeOutcomeBet: the client seed is longer than 32 characters or contains control characters.",
+  UNKNOWN_CURRENCY: "The currency key is not a currency of the session's casino, or the house has no bankroll in it.",
   // Casino token exchange (hubAuthenticate)
   UNKNOWN_CASINO: "No casino has the given id or base URL.",
   CASINO_NOT_CONFIGURED: "The casino has no public key or JWKS URL registered, so its tokens cannot be verified.",

@@ -16,3 +16,4 @@ export {
   type GraphQLClient,
   type GraphQLResponse,
 } from "../test-kit/index.js";
+export { createHashChain, getNextHash, clientSeedForOutcome } from "../test-kit/hash-chain.js";

@@ -6,6 +6,8 @@ import { HubSessionPlugin, HubUserClientIdPlugin } from "./sessions.js";
 import { HubOperatorPlugin } from "./operator.js";
 import { HubOperatorCredentialsPlugin } from "./operator-credentials.js";
 import { HubLiveAlertsPlugin } from "./live-alerts.js";
+import { HubHashChainPlugin } from "../fair/hash-chain-plugin.js";
+import { HubOutcomeInputPlugin } from "../fair/outcome-input.js";
 
 type SessionKey = "user_id" | "casino_id" | "experience_id" | "id";
 
@@ -91,4 +93,7 @@ export const HubBalanceByCurrencyPlugin = extendSchema((build) => {
 }, "HubBalanceByCurrencyPlugin");
 
 /** The hub's own plugins; keep them with `plugins: [...defaultPlugins, MyPlugin]`. */
-export const defaultPlugins: GraphileConfig.Plugin[] = [HubCurrentIdentityPlugin, HubBalanceByCurrencyPlugin, HubUserClientIdPlugin, BetInterfacePlugin, HubSessionPlugin, HubOperatorPlugin, HubOperatorCredentialsPlugin, HubLiveAlertsPlugin];
+export const defaultPlugins: GraphileConfig.Plugin[] = [
+  HubCurrentIdentityPlugin, HubBalanceByCurrencyPlugin, HubUserClientIdPlugin, BetInterfacePlugin, HubSessionPlugin, HubOperatorPlugin,
+  HubOperatorCredentialsPlugin, HubLiveAlertsPlugin, HubHashChainPlugin, HubOutcomeInputPlugin,
+];

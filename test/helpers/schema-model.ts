@@ -59,6 +59,13 @@ export function printType(ref: TypeRef): string {
   return ref.name!;
 }
 
+/**
+ * Relations whose row depends on the session making the request, not only on
+ * the parent row (an operator reading the same user gets null): tested by
+ * their own files (HubUser.activeHashChain: test/hash-chain.test.ts).
+ */
+const SESSION_DEPENDENT = new Set(["HubUser.activeHashChain"]);
+
 export interface Relation {
   field: string;
   /** The table type it leads to. */
@@ -134,6 +141,7 @@ export async function loadSchemaModel(url: string, headers: Record<string, strin
     const relations: Relation[] = [];
     for (const field of type.fields ?? []) {
       if (requiredArgs(field).length > 0) continue;
+      if (SESSION_DEPENDENT.has(`${name}.${field.name}`)) continue;
       const t = unwrap(field.type);
       if (t.kind === "SCALAR" || t.kind === "ENUM") leaves.push(field.name);
       else if (connections.has(t.name)) relations.push({ field: field.name, target: connections.get(t.name)!, many: true });

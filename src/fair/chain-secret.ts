@@ -1,0 +1,173 @@
+/**
+ * A chain's secret side: its seed h(0) and checkpoints, and the derivation of
+ * any h(i) from them.
+ *
+ * Storage: the seed and every CHECKPOINT_INTERVAL-th hash, h(k), h(2k), …
+ * below h(N), 32 bytes each (N = 1,000,000, k = 625: 1,599 checkpoints,
+ * 51,168 bytes plus the 32-byte seed). h(i) is then at most k - 1 hashes away
+ * from the checkpoint below it. The first derivation in a segment
+ * [j·k, (j+1)·k) computes the whole segment once (at most 624 SHA-256, about
+ * 0.8 ms) and keeps it in a per-process cache; bets walk a chain downwards,
+ * so the next k - 1 bets of that chain find their hash there: about one
+ * SHA-256 per bet amortised. The checkpoints determine the chain, so every hub
+ * process sharing the database derives the same hashes, whatever its cache
+ * holds.
+ *
+ * Creating a chain costs N hashes once (1.3 s for N = 1,000,000 on one core
+ * of the development machine). Long chains are computed on a worker thread
+ * (at most two at once), so the event loop and its core keep serving
+ * requests; short ones, where starting a worker would cost more, in chunks
+ * that yield to the event loop.
+ */
+import { randomBytes, createHash } from "node:crypto";
+import { Worker } from "node:worker_threads";
+import type pg from "pg";
+import { superuserPool } from "../db/pools.js";
+
+type Queryable = Pick<pg.ClientBase, "query">;
+
+export const CHECKPOINT_INTERVAL = 625;
+/** Hashes computed between two yields to the event loop while a chain is created (a few ms). */
+const CHUNK = 4096;
+/** Segments kept per process: 256 × 625 × 32 bytes = 5 MiB at most. */
+const CACHE_SEGMENTS = 256;
+
+export interface NewChainSecret {
+  seed: Buffer;
+  checkpointInterval: number;
+  /** h(k), h(2k), … for every multiple of k below maxIteration, concatenated. */
+  checkpoints: Buffer;
+  /** h(maxIteration), the public commitment. */
+  terminalHash: Buffer;
+}
+
+const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** Chains at least this long are computed on a worker thread. */
+const WORKER_THRESHOLD = 50_000;
+const MAX_WORKERS = 2;
+
+/** The same loop as chunkedChain, as a CommonJS script for an eval'd worker. */
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require("node:worker_threads");
+const { createHash } = require("node:crypto");
+const { maxIteration, k } = workerData;
+let hash = Buffer.from(workerData.seed);
+const checkpoints = Buffer.alloc(Math.floor((maxIteration - 1) / k) * 32);
+for (let i = 1; i <= maxIteration; i++) {
+  hash = createHash("sha256").update(hash).digest();
+  if (i % k === 0 && i < maxIteration) hash.copy(checkpoints, (i / k - 1) * 32);
+}
+parentPort.postMessage({ checkpoints, terminalHash: hash });
+`;
+
+async function chunkedChain(seed: Buffer, maxIteration: number, k: number): Promise<{ checkpoints: Buffer; terminalHash: Buffer }> {
+  const checkpoints = Buffer.alloc(Math.floor((maxIteration - 1) / k) * 32);
+  let hash = seed;
+  for (let i = 1; i <= maxIteration; i++) {
+    hash = createHash("sha256").update(hash).digest();
+    if (i % k === 0 && i < maxIteration) hash.copy(checkpoints, (i / k - 1) * 32);
+    if (i % CHUNK === 0) await yieldToEventLoop();
+  }
+  return { checkpoints, terminalHash: hash };
+}
+
+let workersRunning = 0;
+const workerQueue: (() => void)[] = [];
+
+async function workerChain(seed: Buffer, maxIteration: number, k: number): Promise<{ checkpoints: Buffer; terminalHash: Buffer }> {
+  if (workersRunning >= MAX_WORKERS) await new Promise<void>((resolve) => workerQueue.push(resolve));
+  workersRunning++;
+  try {
+    return await new Promise((resolve, reject) => {
+      const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { seed: new Uint8Array(seed), maxIteration, k } });
+      worker.once("message", (m: { checkpoints: Uint8Array; terminalHash: Uint8Array }) => {
+        resolve({ checkpoints: Buffer.from(m.checkpoints), terminalHash: Buffer.from(m.terminalHash) });
+        void worker.terminate();
+      });
+      worker.once("error", reject);
+      worker.once("exit", (code) => reject(new Error(`the hash chain worker exited with code ${code} before answering`)));
+    });
+  } finally {
+    workersRunning--;
+    workerQueue.shift()?.();
+  }
+}
+
+/** A fresh random seed, its checkpoints and its terminal hash h(maxIteration). */
+export async function generateChainSecret(maxIteration: number, seed: Buffer = randomBytes(32)): Promise<NewChainSecret> {
+  const k = CHECKPOINT_INTERVAL;
+  const { checkpoints, terminalHash } = maxIteration >= WORKER_THRESHOLD ? await workerChain(seed, maxIteration, k) : await chunkedChain(seed, maxIteration, k);
+  return { seed, checkpointInterval: k, checkpoints, terminalHash };
+}
+
+interface Segment {
+  maxIteration: number;
+  start: number;
+  /** h(start), h(start + 1), … concatenated. */
+  hashes: Buffer;
+}
+
+const cache = new Map<string, Segment>();
+
+function remember(key: string, segment: Segment): void {
+  cache.delete(key);
+  cache.set(key, segment);
+  if (cache.size > CACHE_SEGMENTS) cache.delete(cache.keys().next().value!);
+}
+
+/** Forget a chain's cached segments (once it is revealed). */
+export function forgetChain(hashChainId: string): void {
+  for (const key of cache.keys()) if (key.startsWith(`${hashChainId}:`)) cache.delete(key);
+}
+
+export type GetIntermediateHashResult = { type: "success"; hash: Uint8Array } | { type: "error"; reason: string };
+
+/**
+ * h(iteration) of a chain whose seed the hub holds (an unrevealed chain),
+ * for 1 ≤ iteration ≤ maxIteration. Reads the secret on the given client (or
+ * the hub's superuser pool) only when the segment is not cached.
+ */
+export async function getIntermediateHash(input: { hashChainId: string; iteration: number; pgClient?: Queryable }): Promise<GetIntermediateHashResult> {
+  const { hashChainId, iteration } = input;
+  if (!Number.isSafeInteger(iteration) || iteration < 1) {
+    return { type: "error", reason: `iteration must be a whole number of at least 1; received ${iteration}.` };
+  }
+  const k = CHECKPOINT_INTERVAL;
+  const segmentIndex = Math.floor(iteration / k);
+  const key = `${hashChainId}:${segmentIndex}`;
+  let segment = cache.get(key);
+  if (!segment) {
+    const client = input.pgClient ?? superuserPool;
+    const { rows } = await client.query<{ max_iteration: number; checkpoint_interval: number; start: Buffer | null }>(
+      `select c.max_iteration, s.checkpoint_interval,
+              case when $2::int / s.checkpoint_interval = 0 then s.seed
+                   else substring(s.checkpoints from ($2::int / s.checkpoint_interval - 1) * 32 + 1 for 32) end as start
+         from hub.hash_chain c join hub_secret.hash_chain_secret s on s.hash_chain_id = c.id
+        where c.id = $1`,
+      [hashChainId, iteration],
+    );
+    const row = rows[0];
+    if (!row) return { type: "error", reason: `no hash chain ${hashChainId} whose seed the hub still holds (unknown, or already revealed).` };
+    if (row.checkpoint_interval !== k) {
+      return { type: "error", reason: `hash chain ${hashChainId} was stored with checkpoints every ${row.checkpoint_interval} hashes; this hub derives with ${k}.` };
+    }
+    if (!row.start || row.start.length !== 32) return { type: "error", reason: `hash chain ${hashChainId} has no checkpoint for iteration ${iteration}.` };
+    const start = segmentIndex * k;
+    const end = Math.min(start + k - 1, row.max_iteration);
+    const hashes = Buffer.alloc((end - start + 1) * 32);
+    let hash = row.start;
+    hash.copy(hashes, 0);
+    for (let i = 1; i <= end - start; i++) {
+      hash = createHash("sha256").update(hash).digest();
+      hash.copy(hashes, i * 32);
+    }
+    segment = { maxIteration: row.max_iteration, start, hashes };
+  }
+  remember(key, segment);
+  if (iteration > segment.maxIteration) {
+    return { type: "error", reason: `iteration ${iteration} is beyond the chain's last one, ${segment.maxIteration}.` };
+  }
+  const offset = (iteration - segment.start) * 32;
+  return { type: "success", hash: new Uint8Array(segment.hashes.subarray(offset, offset + 32)) };
+}

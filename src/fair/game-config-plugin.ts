@@ -1,0 +1,220 @@
+/**
+ * HubGameConfigPlugin: the games a hub offers and their limits. It defines
+ * the enums OutcomeBetKind (the kinds of hubMakeOutcomeBet) and AnyGameKind
+ * (those and the custom games' kinds), the mutation hubMakeOutcomeBet, and
+ * hubRiskLimits, so a frontend can show the largest bet each game accepts.
+ */
+import { access, context, lambda, sideEffect } from "grafast";
+import { extendSchema, gql } from "graphile-utils";
+import type { Identity } from "../auth/identity.js";
+import { requirePlayer } from "./hash-chain-plugin.js";
+import { makeOutcomeBet, type CustomGameConfigMap, type MakeOutcomeBetInput, type OutcomeBetConfigMap } from "./outcome-bet.js";
+import { riskLimitsOf } from "./risk.js";
+import { MAX_HASH_CHAIN_LENGTH } from "./db.js";
+
+export interface HubGameConfigOptions {
+  outcomeBetConfigs?: OutcomeBetConfigMap<string>;
+  customGameConfigs?: CustomGameConfigMap<string>;
+  /** Hashes in each chain hubCreateHashChain makes (2 to 1,000,000; default 100,000). */
+  hashChainLength?: number;
+}
+
+const ENUM_VALUE = /^[_A-Za-z][_0-9A-Za-z]*$/;
+
+function checkOptions(options: HubGameConfigOptions): void {
+  const fail = (message: string) => {
+    throw new TypeError(`HubGameConfigPlugin: ${message}`);
+  };
+  const outcome = Object.keys(options.outcomeBetConfigs ?? {});
+  const custom = Object.keys(options.customGameConfigs ?? {});
+  for (const kind of [...outcome, ...custom]) {
+    if (!ENUM_VALUE.test(kind) || ["true", "false", "null"].includes(kind)) fail(`the game kind ${JSON.stringify(kind)} is not a GraphQL enum value (letters, digits and _, not starting with a digit).`);
+  }
+  for (const kind of outcome) {
+    if (custom.includes(kind)) fail(`the game kind ${kind} is both an outcome bet kind and a custom game kind.`);
+    const { houseEdge, saveOutcomes, riskPolicy } = options.outcomeBetConfigs![kind]!;
+    if (typeof houseEdge !== "number" || !(houseEdge >= 0 && houseEdge < 1)) fail(`outcomeBetConfigs.${kind}.houseEdge must be a number from 0 to below 1; received ${String(houseEdge)}.`);
+    if (typeof saveOutcomes !== "boolean") fail(`outcomeBetConfigs.${kind}.saveOutcomes must be true or false; received ${String(saveOutcomes)}.`);
+    if (riskPolicy !== undefined && typeof riskPolicy !== "function") fail(`outcomeBetConfigs.${kind}.riskPolicy must be a function; received ${typeof riskPolicy}.`);
+  }
+  for (const kind of custom) {
+    const { riskPolicy } = options.customGameConfigs![kind]!;
+    if (riskPolicy !== undefined && typeof riskPolicy !== "function") fail(`customGameConfigs.${kind}.riskPolicy must be a function; received ${typeof riskPolicy}.`);
+  }
+  const n = options.hashChainLength;
+  if (n !== undefined && (!Number.isSafeInteger(n) || n < 2 || n > MAX_HASH_CHAIN_LENGTH)) fail(`hashChainLength must be a whole number from 2 to ${MAX_HASH_CHAIN_LENGTH}; received ${String(n)}.`);
+}
+
+export function HubGameConfigPlugin(options: HubGameConfigOptions): GraphileConfig.Plugin {
+  checkOptions(options);
+  const outcomeBetConfigs = options.outcomeBetConfigs ?? {};
+  const customGameConfigs = options.customGameConfigs ?? {};
+  const outcomeKinds = Object.keys(outcomeBetConfigs);
+  const allKinds = [...outcomeKinds, ...Object.keys(customGameConfigs)];
+  const policyOf = (kind: string) => outcomeBetConfigs[kind]?.riskPolicy ?? customGameConfigs[kind]?.riskPolicy;
+
+  const plugin = extendSchema((build) => {
+    const outcomeBetResource = build.input.pgRegistry.pgResources.hub_outcome_bet;
+    if (!outcomeBetResource) throw new Error("HubGameConfigPlugin: hub.outcome_bet is missing from the schema (is the `hub` schema migrated?)");
+    const outcomeTypes = outcomeKinds.length
+      ? `
+      "The kinds of hubMakeOutcomeBet this hub offers (HubGameConfigPlugin's outcomeBetConfigs)."
+      enum OutcomeBetKind { ${outcomeKinds.join(" ")} }
+      input HubMakeOutcomeBetInput {
+        kind: OutcomeBetKind!
+        "Whole base units, at least 1 and at most the player's balance."
+        wager: Int!
+        currency: String!
+        "2 to 1000 outcomes; their weighted mean profit must be at most -houseEdge of the kind."
+        outcomes: [HubOutcomeInput!]!
+        "The player's active chain (hubCreateHashChain)."
+        hashChainId: UUID!
+        "At most 32 characters, no control characters: mixed into the chain's hash, so the house cannot choose the outcome alone."
+        clientSeed: String!
+        metadata: JSON
+      }
+      type HubMakeOutcomeBetPayload {
+        result: HubMakeOutcomeBetResult!
+      }
+      union HubMakeOutcomeBetResult = HubMakeOutcomeBetSuccess | HubBadHashChainError | HubRiskError
+      type HubMakeOutcomeBetSuccess {
+        bet: HubOutcomeBet!
+      }
+      "The chain is not the player's, not active, or exhausted: create a new one (hubCreateHashChain) and retry."
+      type HubBadHashChainError {
+        message: String!
+      }
+      extend type Mutation {
+        """
+        A bet on weighted outcomes, drawn by the player's hash chain and client seed:
+        normalizeHash(makeFinalHash(h(i), clientSeed)) over the cumulative weights.
+        """
+        hubMakeOutcomeBet(input: HubMakeOutcomeBetInput!): HubMakeOutcomeBetPayload
+      }`
+      : "";
+    const kindTypes = allKinds.length
+      ? `
+      "Every game kind of this hub: outcome bet kinds and custom games."
+      enum AnyGameKind { ${allKinds.join(" ")} }
+      type HubBulkRiskLimit {
+        currency: String!
+        gameKind: AnyGameKind!
+        "The most one bet may pay back (wager included) now, in base units."
+        maxPayout: Float!
+      }
+      extend type Query {
+        "The risk limit of each game kind in every currency of the player's casino. Needs a player's session."
+        hubRiskLimits(gameKinds: [AnyGameKind!]!): [HubBulkRiskLimit!]!
+      }`
+      : "";
+    return {
+      typeDefs: gql`
+        "A bet would pay more than the game's risk policy allows for the house bankroll now."
+        type HubRiskError {
+          message: String!
+          riskLimits: HubRiskLimit!
+        }
+        type HubRiskLimit {
+          "The most one bet may pay back (wager included), in base units."
+          maxPayout: Float!
+        }
+        ${outcomeTypes}
+        ${kindTypes}
+      `,
+      objects: {
+        ...(outcomeKinds.length
+          ? {
+              Mutation: {
+                plans: {
+                  hubMakeOutcomeBet(_parent: any, fieldArgs: any) {
+                    const $input = fieldArgs.getRaw("input");
+                    const $identity = context().get("identity");
+                    const $pool = context().get("superuserPool");
+                    return sideEffect([$input, $identity, $pool], async ([input, identity, pool]) => {
+                      const session = requirePlayer(identity as Identity | undefined);
+                      const bet = input as MakeOutcomeBetInput;
+                      return makeOutcomeBet(
+                        pool as any,
+                        { userId: session.user_id, casinoId: session.casino_id, experienceId: session.experience_id },
+                        bet,
+                        outcomeBetConfigs[bet.kind]!,
+                      );
+                    });
+                  },
+                },
+              },
+              HubMakeOutcomeBetPayload: { plans: { result: ($payload: any) => $payload } },
+              HubMakeOutcomeBetSuccess: { plans: { bet: ($result: any) => outcomeBetResource.get({ id: access($result, "betId") }) } },
+            }
+          : {}),
+        ...(allKinds.length
+          ? {
+              Query: {
+                plans: {
+                  hubRiskLimits(_parent: any, fieldArgs: any) {
+                    const $kinds = fieldArgs.getRaw("gameKinds");
+                    const $identity = context().get("identity");
+                    const $pool = context().get("superuserPool");
+                    // Read-only, but it reads the bankroll on the superuser pool: no player sees it otherwise.
+                    return sideEffect([$kinds, $identity, $pool], async ([kinds, identity, pool]) => {
+                      const session = requirePlayer(identity as Identity | undefined);
+                      const { rows } = await (pool as any).query(
+                        `select c.key, c.display_unit_name, c.display_unit_scale, coalesce(b.amount, 0) as bankroll
+                           from hub.currency c left join hub.bankroll b on b.casino_id = c.casino_id and b.currency_key = c.key
+                          where c.casino_id = $1 order by c.key`,
+                        [session.casino_id],
+                      );
+                      const limits = [];
+                      for (const row of rows as { key: string; display_unit_name: string; display_unit_scale: number; bankroll: number }[]) {
+                        for (const gameKind of new Set(kinds as string[])) {
+                          const { maxPayout } = riskLimitsOf(policyOf(gameKind), {
+                            currency: row.key,
+                            bankroll: row.bankroll,
+                            displayUnitName: row.display_unit_name,
+                            displayUnitScale: row.display_unit_scale,
+                          });
+                          limits.push({ currency: row.key, gameKind, maxPayout: Math.min(maxPayout, row.bankroll) });
+                        }
+                      }
+                      return limits;
+                    });
+                  },
+                },
+              },
+            }
+          : {}),
+      },
+      unions: outcomeKinds.length
+        ? {
+            HubMakeOutcomeBetResult: {
+              planType($specifier: any) {
+                return {
+                  $__typename: lambda($specifier, (r: any) => r.__typename as string, true),
+                  planForType: () => $specifier,
+                };
+              },
+            },
+          }
+        : {},
+    } as any;
+  }, "HubGameConfigPlugin");
+
+  const length = options.hashChainLength;
+  if (length === undefined) return plugin;
+  // hubCreateHashChain (HubHashChainPlugin) reads the length from the build.
+  const hooks = plugin.schema!.hooks as Record<string, any>;
+  const previous = hooks.build;
+  return {
+    ...plugin,
+    schema: {
+      ...plugin.schema,
+      hooks: {
+        ...hooks,
+        build(build: any, ...rest: unknown[]) {
+          const next = previous ? previous(build, ...rest) : build;
+          return next.extend(next, { hubHashChainLength: length }, "HubGameConfigPlugin");
+        },
+      },
+    },
+  } as GraphileConfig.Plugin;
+}
