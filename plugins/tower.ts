@@ -49,8 +49,7 @@ export const TOWER_MAX_FLOORS = 20;
 const HOUSE_EDGE_PERCENT = 1n;
 const MAX_CLIENT_SEED_LENGTH = 32;
 const MAX_AMOUNT = Number.MAX_SAFE_INTEGER;
-// eslint-disable-next-line no-control-regex
-const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f-\u009f]/;
+const CONTROL_CHARACTERS = /\p{Cc}/u;
 
 /**
  * What cashing out after `floors` cleared floors pays, wager included:
@@ -231,8 +230,10 @@ export function TowerPlugin(options: TowerPluginOptions): GraphileConfig.Plugin 
     if (!Number.isInteger(tile) || tile < 0 || tile >= TOWER_TILES) {
       throw refuse(field, `the tile must be 0, 1 or 2 (left to right); received ${tile}.`);
     }
-    if (clientSeed.length > MAX_CLIENT_SEED_LENGTH || CONTROL_CHARACTERS.test(clientSeed)) {
-      throw refuse(field, `the client seed must be at most ${MAX_CLIENT_SEED_LENGTH} characters without control characters; received ${clientSeed.length} characters${CONTROL_CHARACTERS.test(clientSeed) ? " with a control character" : ""}.`, ErrorCode.INVALID_CLIENT_SEED);
+    // Counted in characters (code points), as hubMakeOutcomeBet counts them.
+    const length = [...clientSeed].length;
+    if (length > MAX_CLIENT_SEED_LENGTH || CONTROL_CHARACTERS.test(clientSeed)) {
+      throw refuse(field, `the client seed must be at most ${MAX_CLIENT_SEED_LENGTH} characters without control characters; received ${length} characters${CONTROL_CHARACTERS.test(clientSeed) ? " with a control character" : ""}.`, ErrorCode.INVALID_CLIENT_SEED);
     }
     return withPgPoolTransaction(pool, async (pgClient) => {
       const chain = await dbLockHubHashChain(pgClient, { ...player, hashChainId, active: "must-be-active" });

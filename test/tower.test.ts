@@ -260,6 +260,7 @@ t.test("refusals", async (t) => {
       [MOVE, { i: { ...moveInput, tile: -1 } }, "BAD_USER_INPUT", /received -1/],
       [MOVE, { i: { ...moveInput, clientSeed: "x".repeat(33) } }, "INVALID_CLIENT_SEED", /at most 32 characters without control characters; received 33 characters\./],
       [MOVE, { i: { ...moveInput, clientSeed: "a\nb" } }, "INVALID_CLIENT_SEED", /with a control character/],
+      [MOVE, { i: { ...moveInput, clientSeed: "🎲".repeat(33) } }, "INVALID_CLIENT_SEED", /received 33 characters\./],
       [START, { i: { wager: 0, currency: CURRENCY } }, "INVALID_AMOUNT", /startTower: the wager must be a whole number of base units of at least 1; received 0\./],
       [START, { i: { wager: 10, currency: "NOPE" } }, "UNKNOWN_CURRENCY", /unknown currency "NOPE"/],
       [START, { i: { wager: 2_000_000_000, currency: CURRENCY } }, "INSUFFICIENT_FUNDS", /startTower: the wager is 2000000000 CHIPS but the balance is \d+ CHIPS\./],
