@@ -119,18 +119,17 @@ async function lockActiveGame(pgClient: PoolClient, field: string, player: Playe
 }
 
 /**
- * Pay the game's current payout from the bankroll to the balance and close it.
- * The game row must be locked; takes the balance and bankroll locks after it.
+ * Pay the game's current payout from the bankroll to the balance and close it;
+ * null (nothing written) when the bankroll cannot pay it now. The game row
+ * must be locked; takes the balance and bankroll locks after it.
  */
-async function cashOut(pgClient: PoolClient, field: string, player: Player, game: DbTowerGame, floors: number): Promise<number> {
+async function cashOut(pgClient: PoolClient, field: string, player: Player, game: DbTowerGame, floors: number): Promise<number | null> {
   const locked = await dbLockPlayerBalanceAndHouseBankroll(pgClient, { ...player, currencyKey: game.currency_key });
   if (!locked.found) throw refuse(field, `there is no balance for this player, or no house bankroll, in ${game.currency_key}.`, ErrorCode.UNKNOWN_CURRENCY);
   const { dbPlayerBalance, dbHouseBankroll } = locked;
   const payout = towerPayout(game.wager, floors);
-  if (dbHouseBankroll.amount < payout) {
-    // Only if the operator drained the bankroll since the start: the game stays open.
-    throw refuse(field, `the house bankroll cannot pay ${payout} ${game.currency_key} now; the game stays active, cash out later.`, ErrorCode.INSUFFICIENT_FUNDS);
-  }
+  // Only if the operator drained the bankroll since the start: the game stays open.
+  if (dbHouseBankroll.amount < payout) return null;
   if (dbPlayerBalance.amount + payout > MAX_AMOUNT) {
     throw refuse(field, `a payout of ${payout} ${game.currency_key} would take the balance past ${MAX_AMOUNT} base units.`, ErrorCode.INVALID_AMOUNT);
   }
@@ -241,6 +240,9 @@ export function TowerPlugin(options: TowerPluginOptions): GraphileConfig.Plugin 
         return { __typename: "HubBadHashChainError", message: `Hash chain ${hashChainId} is not an active chain of this player in this casino and experience; create a new one (hubCreateHashChain) and retry.` };
       }
       const game = await lockActiveGame(pgClient, field, player, gameId);
+      if (game.floor >= game.max_floor) {
+        throw refuse(field, `tower game ${gameId} has cleared all its ${game.max_floor} floors; cash it out (cashOutTower).`);
+      }
       const iteration = await dbNextHubHashChainIteration(pgClient, { hashChainId });
       if (iteration === null) {
         return { __typename: "HubBadHashChainError", message: `Hash chain ${hashChainId} is exhausted (all its ${chain.max_iteration - 1} hashes are used); create a new one (hubCreateHashChain) and retry.` };
@@ -268,10 +270,11 @@ export function TowerPlugin(options: TowerPluginOptions): GraphileConfig.Plugin 
       if (!survived) {
         // The wager went to the bankroll at the start: nothing moves now.
         await pgClient.query("update app.tower_game set status = 'BUSTED', floor = $2 - 1, finished_at = now() where id = $1", [gameId, floor]);
-      } else if (floor === game.max_floor) {
-        balance = await cashOut(pgClient, field, player, game, floor);
       } else {
         await pgClient.query("update app.tower_game set floor = $2 where id = $1", [gameId, floor]);
+        // The move stands whatever happens next: refusing it now would tell the
+        // player this hash and seed are safe, to be replayed later.
+        if (floor === game.max_floor) balance = await cashOut(pgClient, field, player, game, floor);
       }
       return { __typename: "MoveTowerSuccess", gameId, moveId, survived, balance };
     });
@@ -283,6 +286,9 @@ export function TowerPlugin(options: TowerPluginOptions): GraphileConfig.Plugin 
       const game = await lockActiveGame(pgClient, field, player, input.gameId);
       if (game.floor < 1) throw refuse(field, `tower game ${game.id} has cleared no floor yet: climb at least one floor (moveTower) before cashing out.`);
       const balance = await cashOut(pgClient, field, player, game, game.floor);
+      if (balance === null) {
+        throw refuse(field, `the house bankroll cannot pay ${towerPayout(game.wager, game.floor)} ${game.currency_key} now; the game stays active, cash out later.`, ErrorCode.INSUFFICIENT_FUNDS);
+      }
       return { gameId: game.id, balance };
     });
   }
@@ -337,7 +343,7 @@ export function TowerPlugin(options: TowerPluginOptions): GraphileConfig.Plugin 
           move: TowerMove!
           "False when the tile hid the trap: the game is BUSTED."
           survived: Boolean!
-          "The balance after the payout when this move cleared the top floor (the game cashed out by itself); null otherwise."
+          "The balance after the payout when this move cleared the top floor and the game cashed out by itself; null otherwise."
           balance: Float
         }
         input CashOutTowerInput {

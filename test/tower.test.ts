@@ -187,6 +187,29 @@ t.test("clearing the top floor cashes out by itself", async (t) => {
   t.match(over, { message: /moveTower: tower game .* is over \(CASHED_OUT\)/, extensions: { code: "BAD_USER_INPUT" } });
 });
 
+t.test("the top floor when the house cannot pay right then: the move stands, the cash-out waits for the bankroll", async (t) => {
+  const LOW = "LOWROLL";
+  await createCurrency(hub.dbPool, { casinoId: alice.casinoId, key: LOW, displayUnitName: "low", displayUnitScale: 1 });
+  await createHouseBankroll(hub.dbPool, { casinoId: alice.casinoId, currencyKey: LOW, amount: 1_000_000 });
+  await createPlayerBalance(hub.dbPool, { userId: alice.userId, experienceId: alice.experienceId, currencyKey: LOW, amount: 1000 });
+  const chain = await newChain(alice);
+  const game = (await client(alice).request<any>(START, { i: { wager: 100, currency: LOW } })).startTower.result.game;
+  for (let floor = 1; floor < MAX_FLOOR; floor++) await move(alice, game.id, chain.id, 0, 1);
+  // The operator takes the bankroll down to 100, below the top floor's payout.
+  const { rows } = await hub.dbPool.query("select amount from hub.bankroll where casino_id = $1 and currency_key = $2", [alice.casinoId, LOW]);
+  await hub.dbPool.query("select hub_hidden.adjust_bankroll($1, $2, $3, 'test', 'drain')", [alice.casinoId, LOW, 100 - rows[0].amount]);
+  const last = (await move(alice, game.id, chain.id, 0, 1)).result;
+  t.match(last, { survived: true, balance: null, game: { status: "ACTIVE", floor: MAX_FLOOR, payout: 0 }, move: { floor: MAX_FLOOR } }, "the floor is cleared and stays so");
+  const more = await errorOf(client(alice).request(MOVE, { i: { gameId: game.id, tile: 0, hashChainId: chain.id, clientSeed: "x" } }));
+  t.match(more, { message: /has cleared all its 3 floors; cash it out \(cashOutTower\)/, extensions: { code: "BAD_USER_INPUT" } });
+  const payout = towerPayout(100, MAX_FLOOR);
+  const refused = await errorOf(client(alice).request(CASH_OUT, { i: { gameId: game.id } }));
+  t.match(refused, { message: `cashOutTower: the house bankroll cannot pay ${payout} ${LOW} now; the game stays active, cash out later.`, extensions: { code: "INSUFFICIENT_FUNDS" } });
+  await hub.dbPool.query("select hub_hidden.adjust_bankroll($1, $2, 10000, 'test', 'refill')", [alice.casinoId, LOW]);
+  const cashed = (await client(alice).request<any>(CASH_OUT, { i: { gameId: game.id } })).cashOutTower;
+  t.match(cashed, { balance: 1000 - 100 + payout, game: { status: "CASHED_OUT", floor: MAX_FLOOR, payout } });
+});
+
 t.test("a bust: the wager is lost, nothing more moves, the game is over", async (t) => {
   const chain = await newChain(alice);
   const game = (await start(alice, 300)).game;
