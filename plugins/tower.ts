@@ -120,18 +120,21 @@ async function lockActiveGame(pgClient: PoolClient, field: string, player: Playe
 
 /**
  * Pay the game's current payout from the bankroll to the balance and close it;
- * null (nothing written) when the bankroll cannot pay it now. The game row
- * must be locked; takes the balance and bankroll locks after it.
+ * or, when it cannot be paid now, the refusal (nothing written, the game
+ * stays open). The game row must be locked; takes the balance and bankroll
+ * locks after it.
  */
-async function cashOut(pgClient: PoolClient, field: string, player: Player, game: DbTowerGame, floors: number): Promise<number | null> {
+async function cashOut(pgClient: PoolClient, field: string, player: Player, game: DbTowerGame, floors: number): Promise<{ balance: number } | { refusal: Error }> {
   const locked = await dbLockPlayerBalanceAndHouseBankroll(pgClient, { ...player, currencyKey: game.currency_key });
-  if (!locked.found) throw refuse(field, `there is no balance for this player, or no house bankroll, in ${game.currency_key}.`, ErrorCode.UNKNOWN_CURRENCY);
+  if (!locked.found) return { refusal: refuse(field, `there is no balance for this player, or no house bankroll, in ${game.currency_key}.`, ErrorCode.UNKNOWN_CURRENCY) };
   const { dbPlayerBalance, dbHouseBankroll } = locked;
   const payout = towerPayout(game.wager, floors);
-  // Only if the operator drained the bankroll since the start: the game stays open.
-  if (dbHouseBankroll.amount < payout) return null;
+  // Only if the operator drained the bankroll since the start.
+  if (dbHouseBankroll.amount < payout) {
+    return { refusal: refuse(field, `the house bankroll cannot pay ${payout} ${game.currency_key} now; the game stays active, cash out later.`, ErrorCode.INSUFFICIENT_FUNDS) };
+  }
   if (dbPlayerBalance.amount + payout > MAX_AMOUNT) {
-    throw refuse(field, `a payout of ${payout} ${game.currency_key} would take the balance past ${MAX_AMOUNT} base units.`, ErrorCode.INVALID_AMOUNT);
+    return { refusal: refuse(field, `a payout of ${payout} ${game.currency_key} would take the balance past ${MAX_AMOUNT} base units.`, ErrorCode.INVALID_AMOUNT) };
   }
   await tagLedger(pgClient, game.id, `plugin:${field}`, "tower payout");
   const balance = await pgClient.query<{ amount: number }>("update hub.balance set amount = amount + $1 where id = $2 returning amount", [payout, dbPlayerBalance.id]);
@@ -140,7 +143,7 @@ async function cashOut(pgClient: PoolClient, field: string, player: Player, game
     "update app.tower_game set status = 'CASHED_OUT', floor = $2, payout = $3, net = $3 - wager, finished_at = now() where id = $1",
     [game.id, floors, payout],
   );
-  return balance.rows[0]!.amount;
+  return { balance: balance.rows[0]!.amount };
 }
 
 function checkOptions(options: TowerPluginOptions): void {
@@ -274,7 +277,10 @@ export function TowerPlugin(options: TowerPluginOptions): GraphileConfig.Plugin 
         await pgClient.query("update app.tower_game set floor = $2 where id = $1", [gameId, floor]);
         // The move stands whatever happens next: refusing it now would tell the
         // player this hash and seed are safe, to be replayed later.
-        if (floor === game.max_floor) balance = await cashOut(pgClient, field, player, game, floor);
+        if (floor === game.max_floor) {
+          const paid = await cashOut(pgClient, field, player, game, floor);
+          if ("balance" in paid) balance = paid.balance;
+        }
       }
       return { __typename: "MoveTowerSuccess", gameId, moveId, survived, balance };
     });
@@ -285,11 +291,9 @@ export function TowerPlugin(options: TowerPluginOptions): GraphileConfig.Plugin 
     return withPgPoolTransaction(pool, async (pgClient) => {
       const game = await lockActiveGame(pgClient, field, player, input.gameId);
       if (game.floor < 1) throw refuse(field, `tower game ${game.id} has cleared no floor yet: climb at least one floor (moveTower) before cashing out.`);
-      const balance = await cashOut(pgClient, field, player, game, game.floor);
-      if (balance === null) {
-        throw refuse(field, `the house bankroll cannot pay ${towerPayout(game.wager, game.floor)} ${game.currency_key} now; the game stays active, cash out later.`, ErrorCode.INSUFFICIENT_FUNDS);
-      }
-      return { gameId: game.id, balance };
+      const paid = await cashOut(pgClient, field, player, game, game.floor);
+      if ("refusal" in paid) throw paid.refusal;
+      return { gameId: game.id, balance: paid.balance };
     });
   }
 
