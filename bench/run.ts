@@ -18,7 +18,8 @@ import { runLoad, type RunResult } from "./lib/load.js";
 import { comparisonMarkdown } from "./lib/profile.js";
 import { renderReport, summariseScenario, type Machine, type ScenarioResult, type StartupResult } from "./lib/report.js";
 import { fetchOnce, scenarios as allScenarios, type Scenario } from "./lib/scenarios.js";
-import { seed, type Fixtures } from "./lib/seed.js";
+import { seed, seedFair, type Fixtures } from "./lib/seed.js";
+import { sampleLocks, type LockStats } from "./lib/locks.js";
 import { measureImportMs, measureStart, stopLeftoverPostgres, stopStartupServers, type StartMeasurement } from "./lib/startup.js";
 import { Target } from "./lib/target.js";
 import { postgresCpuSampler } from "./lib/pg-cpu.js";
@@ -262,6 +263,10 @@ async function main(): Promise<void> {
   machine.loadBefore = loadBefore;
   compareSchemas(schemaFiles.hub, schemaFiles.baseline);
   const fixtures = await seed(pool);
+  if (scenarios.some((s) => s.fair)) {
+    log("seeding the outcome bet players (balances, bankrolls, hash chains)…");
+    fixtures.fair = await seedFair(pool);
+  }
   const postgresCpu = postgresCpuSampler(dataDir);
 
   // 3. Scenarios: check, warm up (discarded), then rounds interleaved hub, baseline.
@@ -271,22 +276,39 @@ async function main(): Promise<void> {
     log(`\n${s.title}`);
     await checkScenario(s, fixtures, hub, baseline);
     const req = s.request(fixtures);
-    const load = { connections, durationS, verify: s.quick, postgresCpu };
+    const load = {
+      connections: s.connections ?? connections,
+      durationS,
+      verify: s.quick,
+      postgresCpu,
+      ...(s.perConnection ? { perConnection: (i: number) => s.perConnection!(fixtures, i) } : {}),
+    };
+    // Lock waits of a timed run, sampled on the bench's own connection.
+    const timed = async (t: Target): Promise<[RunResult, LockStats | undefined]> => {
+      const sampler = s.sampleLocks ? sampleLocks(pool!) : undefined;
+      const run = await runLoad(t, req, load);
+      return [run, await sampler?.stop()];
+    };
     const warmup = {
       hub: await runLoad(hub, req, { ...load, durationS: warmupS }),
       baseline: await runLoad(baseline, req, { ...load, durationS: warmupS }),
     };
     log(`  warm-up  hub      ${fmtRun(warmup.hub)}`);
     log(`  warm-up  baseline ${fmtRun(warmup.baseline)}`);
-    const result: ScenarioResult = { scenario: s, warmup, rounds: [] };
+    const result: ScenarioResult = { scenario: s, warmup, rounds: [], ...(s.sampleLocks ? { locks: { hub: [], baseline: [] } } : {}) };
+    const fmtLocks = (l: LockStats | undefined) => (l ? `  locks: ${l.meanWaiting.toFixed(1)} of ${l.meanActive.toFixed(1)} active backends waiting (max ${l.maxWaiting})` : "");
     for (let r = 0; r < rounds; r++) {
       await sleep(300);
-      const h = await runLoad(hub, req, load);
-      log(`  round ${r + 1}  hub      ${fmtRun(h)}`);
+      const [h, hl] = await timed(hub);
+      log(`  round ${r + 1}  hub      ${fmtRun(h)}${fmtLocks(hl)}`);
       await sleep(300);
-      const b = await runLoad(baseline, req, load);
-      log(`  round ${r + 1}  baseline ${fmtRun(b)}`);
+      const [b, bl] = await timed(baseline);
+      log(`  round ${r + 1}  baseline ${fmtRun(b)}${fmtLocks(bl)}`);
       result.rounds.push({ hub: h, baseline: b });
+      if (hl && bl) {
+        result.locks!.hub.push(hl);
+        result.locks!.baseline.push(bl);
+      }
     }
     results.push(result);
     const sum = summariseScenario(result);

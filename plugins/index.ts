@@ -10,6 +10,7 @@ export { CoinflipResolverPlugin } from "./coinflip-resolver.js";
 export { CoinflipPlanPlugin } from "./coinflip-plan.js";
 export { CoinflipBetPlugin } from "./coinflip-bet.js";
 export { configureReferenceRoutes } from "./routes.js";
+export { TowerPlugin, towerPayout, towerTrapTile, TOWER_TILES, TOWER_MAX_FLOORS, type TowerPluginOptions } from "./tower.js";
 
 /**
  * The folder of the reference SQL (pass it as userDatabaseMigrationsPath). The

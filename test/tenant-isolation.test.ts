@@ -71,6 +71,7 @@ t.before(async () => {
   const op = await makeOperator(hub.superuserDatabaseUrl);
   operator = { kind: "operator", label: "operator", headers: op.header };
   await seed();
+  await seedProvablyFair();
   model = await loadSchemaModel(hub.url, op.header);
   await loadUniverse();
 });
@@ -136,6 +137,45 @@ async function seed() {
   }
 }
 
+/**
+ * Per player: a hash chain with its terminal hash and two used hashes, an
+ * outcome bet on one and a tower game whose first floor took the other
+ * (rows as the games write them, without the seed the hub would keep).
+ */
+async function seedProvablyFair() {
+  for (const p of players.values()) {
+    const chain = (
+      await db.query("insert into hub.hash_chain (user_id, casino_id, experience_id, max_iteration, current_iteration) values ($1, $2, $3, 10, 8) returning id", [
+        p.userId,
+        p.casinoId,
+        p.experienceId,
+      ])
+    ).rows[0].id as string;
+    const hash = async (kind: string, iteration: number, clientSeed: string | null) =>
+      (await db.query("insert into hub.hash (hash_chain_id, kind, digest, iteration, client_seed) values ($1, $2, sha256(gen_random_uuid()::text::bytea), $3, $4) returning id", [chain, kind, iteration, clientSeed])).rows[0]
+        .id as string;
+    await hash("TERMINAL", 10, null);
+    const betHash = await hash("INTERMEDIATE", 9, "seed");
+    const moveHash = await hash("INTERMEDIATE", 8, "seed");
+    await db.query(
+      `insert into hub.outcome_bet (kind, wager, profit, net, outcome_idx, currency_key, hash_id, user_id, casino_id, experience_id)
+       values ('GENERAL', 10, -1, -10, 1, 'CHIPS', $1, $2, $3, $4)`,
+      [betHash, p.userId, p.casinoId, p.experienceId],
+    );
+    const game = (
+      await db.query(
+        `insert into app.tower_game (wager, net, currency_key, user_id, casino_id, experience_id, status, floor, max_floor, finished_at)
+         values (10, -10, 'CHIPS', $1, $2, $3, 'BUSTED', 0, 10, now()) returning id`,
+        [p.userId, p.casinoId, p.experienceId],
+      )
+    ).rows[0].id as string;
+    await db.query(
+      `insert into app.tower_move (game_id, floor, tile, trap_tile, hash_id, user_id, casino_id, experience_id) values ($1, 1, 0, 0, $2, $3, $4, $5)`,
+      [game, moveHash, p.userId, p.casinoId, p.experienceId],
+    );
+  }
+}
+
 // ---------------------------------------------------------------------------
 // the oracle
 
@@ -158,7 +198,7 @@ function visible(who: Who, type: string, row: Row): boolean {
   if (type === "HubBankroll") return false;
   // A hash is visible exactly when its chain is.
   if (type === "HubHash") {
-    const chain = universe.get("HubHashChain")!.find((c) => c.id === row.hashChainId);
+    const chain = universe.get("HubHashChain")?.find((c) => c.id === row.hashChainId);
     return chain !== undefined && visible(who, "HubHashChain", chain);
   }
   const current = who.current.get(type);

@@ -2,7 +2,7 @@
  * What both targets serve, so that only the architecture differs:
  *  - the demo configuration of src/bin/server.ts: defaultPlugins plus the
  *    reference plugins (makeCoinflip in plan style), the `app` schema and the
- *    reference migrations;
+ *    reference migrations, and HubGameConfigPlugin (hubMakeOutcomeBet, kind GENERAL);
  *  - a configureApp as a user writes it: express.json(), a request-logging
  *    middleware, GET /health, GET /whoami, then the reference routes (/bets,
  *    /metrics). Our /health is declared first, so it is the one answering: a
@@ -13,11 +13,21 @@
  * Loaded only inside the target processes (through dist/, see
  * bench/tsconfig.child.json), never by bench/run.ts.
  */
-import { defaultPlugins, type ConfigureAppArgs } from "@hubpkg/hub";
+import { defaultPlugins, HubGameConfigPlugin, type ConfigureAppArgs } from "@hubpkg/hub";
 import express, { type Express, type HubRequest, type NextFunction, type Request, type Response } from "@hubpkg/hub/express";
 import { CoinflipBetPlugin, CoinflipPlanPlugin, FortunePlugin, configureReferenceRoutes, referenceMigrationsPath } from "@hubpkg/hub/plugins";
 
-export const demoPlugins: GraphileConfig.Plugin[] = [...defaultPlugins, FortunePlugin, CoinflipPlanPlugin, CoinflipBetPlugin];
+/**
+ * Plus hubMakeOutcomeBet with one kind, GENERAL (1% house edge, no risk
+ * policy beyond the bankroll), for the outcome bet scenarios.
+ */
+export const demoPlugins: GraphileConfig.Plugin[] = [
+  ...defaultPlugins,
+  FortunePlugin,
+  CoinflipPlanPlugin,
+  CoinflipBetPlugin,
+  HubGameConfigPlugin({ outcomeBetConfigs: { GENERAL: { houseEdge: 0.01, saveOutcomes: false } } }),
+];
 export const demoExtraPgSchemas = ["app"];
 export { referenceMigrationsPath };
 

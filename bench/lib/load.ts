@@ -14,6 +14,8 @@ export interface LoadOptions {
   verify: (body: string) => boolean;
   /** Cumulative CPU µs of the Postgres both targets use (bench/lib/pg-cpu.ts). */
   postgresCpu?: () => number;
+  /** The request of the i-th connection (another player per connection), instead of `req` for all. */
+  perConnection?: (index: number) => HttpRequest;
 }
 
 export interface RunResult {
@@ -32,6 +34,15 @@ export interface RunResult {
   rssBytes: number;
 }
 
+/** autocannon calls setupClient once per connection, in order: connection i gets request i. */
+function perConnectionSetup(perConnection: (index: number) => HttpRequest) {
+  let next = 0;
+  return (client: autocannon.Client) => {
+    const req = perConnection(next++);
+    client.setHeadersAndBody(req.headers, req.body);
+  };
+}
+
 export async function runLoad(target: Target, req: HttpRequest, opts: LoadOptions): Promise<RunResult> {
   const before = await target.stats();
   const pgBefore = opts.postgresCpu?.() ?? Number.NaN;
@@ -43,6 +54,7 @@ export async function runLoad(target: Target, req: HttpRequest, opts: LoadOption
     connections: opts.connections,
     duration: opts.durationS,
     verifyBody: (body) => opts.verify(String(body)),
+    ...(opts.perConnection ? { setupClient: perConnectionSetup(opts.perConnection) } : {}),
   });
   const pgAfter = opts.postgresCpu?.() ?? Number.NaN;
   const after = await target.stats();

@@ -1,5 +1,6 @@
 /** bench/results/latest.md: the tables of a run, with pass/miss against issue 6's targets. */
 import type { IdentityEvidence } from "./identity-evidence.js";
+import type { LockStats } from "./locks.js";
 import type { RunResult } from "./load.js";
 import type { Scenario } from "./scenarios.js";
 import type { StartMeasurement } from "./startup.js";
@@ -9,6 +10,8 @@ export interface ScenarioResult {
   scenario: Scenario;
   warmup: { hub: RunResult; baseline: RunResult };
   rounds: { hub: RunResult; baseline: RunResult }[];
+  /** Lock waits sampled during each timed round (scenarios with sampleLocks). */
+  locks?: { hub: LockStats[]; baseline: LockStats[] };
 }
 
 export interface StartupResult {
@@ -141,6 +144,17 @@ export function renderReport(input: {
     );
     for (const w of warmupFailures) out.push(`- warm-up of ${w.id} on ${w.t} had failures: ${w.f.text}`);
     if (warmupFailures.length) out.push("");
+
+    const withLocks = input.scenarios.filter((r) => r.locks?.hub.length);
+    if (withLocks.length) {
+      out.push("Lock waits during the timed rounds (`pg_stat_activity` every 50 ms: client backends of the database running a statement, and those waiting for a lock), median of the rounds:");
+      out.push("");
+      out.push("| scenario | connections | hub: active / waiting (max) | baseline: active / waiting (max) |");
+      out.push("|---|--:|--:|--:|");
+      const cell = (l: LockStats[]) => `${fmt(median(l.map((x) => x.meanActive)), 1)} / ${fmt(median(l.map((x) => x.meanWaiting)), 1)} (${Math.max(...l.map((x) => x.maxWaiting))})`;
+      for (const r of withLocks) out.push(`| ${r.scenario.id} | ${r.scenario.connections ?? settings.connections} | ${cell(r.locks!.hub)} | ${cell(r.locks!.baseline)} |`);
+      out.push("");
+    }
   }
 
   if (input.startup) {

@@ -5,7 +5,7 @@
  * verifyBody; failures are the "bad body" column). The quick check matters
  * because a GraphQL error is an HTTP 200: counting non-2xx alone would hide it.
  */
-import type { Fixtures } from "./seed.js";
+import { CROWD, type Bettor, type Fixtures } from "./seed.js";
 
 export interface HttpRequest {
   method: "GET" | "POST";
@@ -23,6 +23,14 @@ export interface Scenario {
   /** undefined when the answer is right, else what is wrong. */
   check(status: number, body: string, f: Fixtures): string | undefined;
   quick(body: string): boolean;
+  /** Needs the outcome bet players (seedFair). */
+  fair?: boolean;
+  /** Connections of its runs when not --connections (one per player for the crowd scenarios). */
+  connections?: number;
+  /** The request of the i-th connection, when each connection is another player. */
+  perConnection?(f: Fixtures, index: number): HttpRequest;
+  /** Sample the database's lock waits during the timed rounds. */
+  sampleLocks?: boolean;
 }
 
 const JSON_HEADERS = { "content-type": "application/json" };
@@ -73,6 +81,51 @@ function checkRows(status: number, body: string, f: Fixtures, ownerId: string): 
 
 const quickRows = (body: string) =>
   body.startsWith('{"data":{"allCoinflips":{"nodes":[{') && !body.includes('"errors"') && count(body, '"id":') === 10;
+
+const OUTCOME_BET = `mutation Bet($i: HubMakeOutcomeBetInput!) {
+  hubMakeOutcomeBet(input: $i) { result { __typename ... on HubMakeOutcomeBetSuccess { bet { id outcomeIdx net userId } } ... on HubBadHashChainError { message } ... on HubRiskError { message } } }
+}`;
+// A coin with the house's 1%: win 0.98 × wager or lose the wager.
+const COIN_OUTCOMES = [{ weight: 1, profit: 0.98 }, { weight: 1, profit: -1 }];
+
+function outcomeBetRequest(b: Bettor, currency: string): HttpRequest {
+  return {
+    method: "POST",
+    path: "/graphql",
+    headers: { ...JSON_HEADERS, authorization: `session:${b.token}` },
+    body: JSON.stringify({
+      query: OUTCOME_BET,
+      variables: { i: { kind: "GENERAL", wager: 100, currency, outcomes: COIN_OUTCOMES, hashChainId: b.hashChainId, clientSeed: "bench" } },
+    }),
+  };
+}
+
+function checkOutcomeBet(status: number, body: string, b: Bettor): string | undefined {
+  const { value, problem } = parse(status, body);
+  if (problem) return problem;
+  const result = value!.data!.hubMakeOutcomeBet?.result as { __typename: string; message?: string; bet?: { id: string; outcomeIdx: number; net: number; userId: string } } | undefined;
+  if (result?.__typename !== "HubMakeOutcomeBetSuccess") return `not a success: ${body.slice(0, 300)}`;
+  const bet = result.bet!;
+  if (!UUID.test(bet.id)) return `bad id ${bet.id}`;
+  if (!((bet.outcomeIdx === 0 && bet.net === 98) || (bet.outcomeIdx === 1 && bet.net === -100))) return `bad outcome/net ${bet.outcomeIdx}/${bet.net}`;
+  if (bet.userId !== b.userId) return "the bet belongs to another player";
+  return undefined;
+}
+
+const quickOutcomeBet = (body: string) => body.startsWith('{"data":{"hubMakeOutcomeBet":{"result":{"__typename":"HubMakeOutcomeBetSuccess","bet":{"id":"') && !body.includes('"errors"');
+
+const COINFLIP_BET = `mutation FlipBet($i: MakeCoinflipBetInput!) { makeCoinflipBet(input: $i) { bet { id net userId } outcome balance } }`;
+
+function coinflipBetRequest(b: Bettor, currency: string): HttpRequest {
+  return {
+    method: "POST",
+    path: "/graphql",
+    headers: { ...JSON_HEADERS, authorization: `session:${b.token}` },
+    body: JSON.stringify({ query: COINFLIP_BET, variables: { i: { wager: 100, currency, side: "HEADS" } } }),
+  };
+}
+
+const crowd = (f: Fixtures, i: number) => f.fair!.crowd[i % f.fair!.crowd.length]!;
 
 export const scenarios: Scenario[] = [
   {
@@ -134,6 +187,59 @@ export const scenarios: Scenario[] = [
       return undefined;
     },
     quick: (body) => body.startsWith('{"data":{"makeCoinflip":{"id":"') && !body.includes('"errors"'),
+  },
+  {
+    id: "outcomeBet",
+    title: "hubMakeOutcomeBet, one player (one chain, one balance, one bankroll)",
+    targetRatio: 1.0,
+    fair: true,
+    sampleLocks: true,
+    request: (f) => outcomeBetRequest(f.fair!.bettor, f.currency),
+    check: (status, body, f) => checkOutcomeBet(status, body, f.fair!.bettor),
+    quick: quickOutcomeBet,
+  },
+  {
+    id: "outcomeBet50",
+    title: `hubMakeOutcomeBet, ${CROWD} players at once, one house bankroll row`,
+    targetRatio: 1.0,
+    fair: true,
+    sampleLocks: true,
+    connections: CROWD,
+    request: (f) => outcomeBetRequest(crowd(f, 0), f.currency),
+    perConnection: (f, i) => outcomeBetRequest(crowd(f, i), f.currency),
+    check: (status, body, f) => checkOutcomeBet(status, body, crowd(f, 0)),
+    quick: quickOutcomeBet,
+  },
+  {
+    id: "outcomeBet50x50",
+    title: `hubMakeOutcomeBet, ${CROWD} players at once, each in its own currency (${CROWD} bankroll rows)`,
+    targetRatio: 1.0,
+    fair: true,
+    sampleLocks: true,
+    connections: CROWD,
+    request: (f) => outcomeBetRequest(crowd(f, 0), crowd(f, 0).ownCurrency),
+    perConnection: (f, i) => outcomeBetRequest(crowd(f, i), crowd(f, i).ownCurrency),
+    check: (status, body, f) => checkOutcomeBet(status, body, crowd(f, 0)),
+    quick: quickOutcomeBet,
+  },
+  {
+    id: "makeCoinflipBet50",
+    title: `makeCoinflipBet (no hash chain), ${CROWD} players at once, one house bankroll row`,
+    targetRatio: 1.0,
+    fair: true,
+    sampleLocks: true,
+    connections: CROWD,
+    request: (f) => coinflipBetRequest(crowd(f, 0), f.currency),
+    perConnection: (f, i) => coinflipBetRequest(crowd(f, i), f.currency),
+    check(status, body, f) {
+      const { value, problem } = parse(status, body);
+      if (problem) return problem;
+      const r = value!.data!.makeCoinflipBet as { bet: { id: string; net: number; userId: string }; outcome: string } | null;
+      if (!r || !UUID.test(r.bet.id)) return `no bet: ${body.slice(0, 300)}`;
+      if (r.bet.net !== 99 && r.bet.net !== -100) return `bad net ${r.bet.net}`;
+      return r.bet.userId === crowd(f, 0).userId ? undefined : "the bet belongs to another player";
+    },
+    quick: (body) => body.startsWith('{"data":{"makeCoinflipBet":{"bet":{"id":"') && !body.includes('"errors"'),
   },
   {
     id: "health",

@@ -11,6 +11,7 @@
 import type pg from "pg";
 // Internal helpers (not a public sub-path), as the tests use them.
 import { createApiKey, createSession, ensurePlayer } from "../../dist/src/auth/credentials.js";
+import { dbCreateHubHashChain } from "../../dist/src/fair/db.js";
 
 export interface Player {
   token: string;
@@ -26,7 +27,27 @@ export interface Fixtures {
   /** The reader's rows, in id (= creation) order. */
   readerRowIds: string[];
   currency: string;
+  /** The players of the outcome bet scenarios (seedFair), when one of them runs. */
+  fair?: FairFixtures;
 }
+
+export interface Bettor extends Player {
+  hashChainId: string;
+  /** A currency of this bettor alone, with its own house bankroll. */
+  ownCurrency: string;
+}
+
+export interface FairFixtures {
+  /** One player with a chain of 1,000,000 hashes. */
+  bettor: Bettor;
+  /** CROWD players, each with a chain and a balance in HOUSE and in its own currency. */
+  crowd: Bettor[];
+}
+
+/** Players betting at once in the crowd scenarios: one autocannon connection each. */
+export const CROWD = 50;
+/** Plenty for every player's balance and every bankroll: no run can drain them. */
+const FUNDS = 1e12;
 
 /** Rows of app.coinflip from other players, as a live database has. */
 export const HISTORY_ROWS = 50_000;
@@ -69,4 +90,37 @@ export async function seed(pool: pg.Pool): Promise<Fixtures> {
   // Fresh statistics for the planner, as a long-running database would have.
   await pool.query("analyze app.coinflip");
   return { operatorKey, reader, writer, readerRowIds, currency: CURRENCY };
+}
+
+async function fund(pool: pg.Pool, player: Player, currency: string): Promise<void> {
+  await pool.query("select hub_hidden.credit_balance($1, $2, $3, $4, $5, 'bench', 'bench funds')", [player.userId, player.casinoId, player.experienceId, currency, FUNDS]);
+}
+
+async function houseFunds(pool: pg.Pool, casinoId: string, currency: string): Promise<void> {
+  await pool.query("select hub_hidden.ensure_bankroll($1, $2, 0, 'bench funds', 'bench')", [casinoId, currency]);
+  await pool.query("select hub_hidden.adjust_bankroll($1, $2, $3, 'bench', 'bench funds')", [casinoId, currency, FUNDS * 10]);
+}
+
+/**
+ * The outcome bet scenarios' players: a lone bettor, and CROWD players who
+ * bet at once, either all in HOUSE (one house bankroll row for all) or each in
+ * a currency of their own (CROWD bankroll rows): the difference is what the
+ * one bankroll row costs.
+ */
+export async function seedFair(pool: pg.Pool): Promise<FairFixtures> {
+  const make = async (uname: string, ownCurrency: string, chainLength: number): Promise<Bettor> => {
+    const player = await newPlayerSession(pool, uname);
+    await pool.query("insert into hub.currency (key, casino_id, display_unit_name, display_unit_scale) values ($1, $2, $1, 1) on conflict do nothing", [ownCurrency, player.casinoId]);
+    await houseFunds(pool, player.casinoId, ownCurrency);
+    await fund(pool, player, CURRENCY);
+    await fund(pool, player, ownCurrency);
+    const { hashChain } = await dbCreateHubHashChain(pool, { userId: player.userId, casinoId: player.casinoId, experienceId: player.experienceId, maxIteration: chainLength });
+    return { ...player, hashChainId: hashChain.id, ownCurrency };
+  };
+  const bettor = await make("bench-bettor", "BET_SOLO", 1_000_000);
+  await houseFunds(pool, bettor.casinoId, CURRENCY);
+  const crowd: Bettor[] = [];
+  // 20,000 hashes each: a few thousand bets per player at most in a full run.
+  for (let i = 0; i < CROWD; i++) crowd.push(await make(`bench-crowd-${i}`, `BET_${String(i).padStart(2, "0")}`, 20_000));
+  return { bettor, crowd };
 }
