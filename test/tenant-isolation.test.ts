@@ -138,14 +138,14 @@ async function seed() {
 }
 
 /**
- * Per player: a hash chain with its terminal hash and two used hashes, an
+ * Per player: a second, retired hash chain (seed() made the active one) with its terminal hash and two used hashes, an
  * outcome bet on one and a tower game whose first floor took the other
  * (rows as the games write them, without the seed the hub would keep).
  */
 async function seedProvablyFair() {
   for (const p of players.values()) {
     const chain = (
-      await db.query("insert into hub.hash_chain (user_id, casino_id, experience_id, max_iteration, current_iteration) values ($1, $2, $3, 10, 8) returning id", [
+      await db.query("insert into hub.hash_chain (user_id, casino_id, experience_id, max_iteration, current_iteration, active) values ($1, $2, $3, 10, 8, false) returning id", [
         p.userId,
         p.casinoId,
         p.experienceId,

@@ -157,7 +157,8 @@ export async function loadSchemaModel(url: string, headers: Record<string, strin
   for (const field of query.fields ?? []) {
     const t = unwrap(field.type);
     if (t.kind !== "OBJECT" || t.name === schema.queryType.name) continue;
-    if (connections.has(t.name)) rootConnections.push({ field: field.name, type: connections.get(t.name)! });
+    // allX reads a table; other connection fields (hubUserSearch, hubBankrollHourly) are SQL functions.
+    if (connections.has(t.name) && /^all[A-Z]/.test(field.name)) rootConnections.push({ field: field.name, type: connections.get(t.name)! });
     else if (tables.has(t.name) && field.args.length === 0) currents.push({ field: field.name, type: t.name });
     else if (tables.has(t.name) && requiredArgs(field).length === field.args.length) lookups.push({ field: field.name, type: t.name, args: field.args });
     else otherQueryFields.push(field.name);
