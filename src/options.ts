@@ -1,6 +1,7 @@
 import type { LogLevel } from "./config.js";
 import { HubError, optionInvalid } from "./errors.js";
 import * as parse from "./parse.js";
+import { checkTransferOptions } from "./transfers/options.js";
 
 /** What `configureApp` receives in the object form. */
 export interface ConfigureAppArgs<App> {
@@ -68,6 +69,8 @@ export interface ServerOptions {
   graphiql?: boolean;
   /** Stop cleanly on SIGINT/SIGTERM; default true. */
   handleSignals?: boolean;
+  /** Deposits and withdrawals with casinos: the worker's intervals, timeouts and connector kinds (README: "Deposits and withdrawals"). */
+  transfers?: import("./transfers/options.js").TransferOptions;
 }
 
 /** What each option must be: the text of what was expected, or undefined when the value is fine. */
@@ -96,6 +99,7 @@ const KNOWN: Record<keyof ServerOptions, (v: unknown) => string | undefined> = {
   perIdentityQueue: checkedBy(parse.integerAtLeast(0)),
   graphiql: checkedBy(parse.boolean),
   handleSignals: checkedBy(parse.boolean),
+  transfers: checkTransferOptions,
 };
 
 function checkedBy(parser: parse.Parser<unknown>): (v: unknown) => string | undefined {

@@ -23,6 +23,9 @@ import { createApiKeyUsage } from "./auth/api-key-usage.js";
 import { createIdentityPoolLimiter, DEFAULT_IDENTITY_LIMITS } from "./db/identity-limit.js";
 import { HubPlaygroundPlugin } from "./graphql/sessions.js";
 import { createServerStats, setLatestServerStats } from "./stats.js";
+import { resolveTransferOptions } from "./transfers/options.js";
+import { registerWorker, setTransferOptions } from "./transfers/runtime.js";
+import { startTransferWorker } from "./transfers/worker.js";
 
 export interface RunningServer {
   port: number;
@@ -103,6 +106,17 @@ export async function startAndListen(
     await ensureRoleSwitch(pools, log, config.databaseUrlVariable);
     setSuperuserPool(pools.superuser);
     cleanup.push(async () => clearSuperuserPool(pools.superuser));
+    // Deposits and withdrawals with casinos: every instance runs a worker on the shared outbox.
+    const transfers = resolveTransferOptions(options.transfers);
+    setTransferOptions(transfers);
+    if (transfers.worker) {
+      const worker = startTransferWorker(urls.superuserDatabaseUrl, transfers, log);
+      const unregister = registerWorker(worker);
+      cleanup.push(async () => {
+        unregister();
+        await worker.stop();
+      });
+    }
 
     // Plugins get, per request, a view of the superuser pool bounded per player / API key.
     const identityLimiter = createIdentityPoolLimiter(pools.superuser, {

@@ -4,6 +4,7 @@ import type { Identity } from "../auth/identity.js";
 import { BetInterfacePlugin } from "./bet-interface.js";
 import { HubSessionPlugin } from "./sessions.js";
 import { HubOperatorPlugin } from "./operator.js";
+import { HubTransfersPlugin } from "../transfers/graphql.js";
 
 type SessionKey = "user_id" | "casino_id" | "experience_id" | "id";
 
@@ -89,4 +90,4 @@ export const HubBalanceByCurrencyPlugin = extendSchema((build) => {
 }, "HubBalanceByCurrencyPlugin");
 
 /** The hub's own plugins; keep them with `plugins: [...defaultPlugins, MyPlugin]`. */
-export const defaultPlugins: GraphileConfig.Plugin[] = [HubCurrentIdentityPlugin, HubBalanceByCurrencyPlugin, BetInterfacePlugin, HubSessionPlugin, HubOperatorPlugin];
+export const defaultPlugins: GraphileConfig.Plugin[] = [HubCurrentIdentityPlugin, HubBalanceByCurrencyPlugin, BetInterfacePlugin, HubSessionPlugin, HubOperatorPlugin, HubTransfersPlugin];
