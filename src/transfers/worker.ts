@@ -39,6 +39,9 @@ export function startTransferWorker(superuserUrl: string, options: ResolvedTrans
   const pool = new pg.Pool({ connectionString: superuserUrl, max: options.concurrency + 1, application_name: "hub:transfers", idleTimeoutMillis: 10_000 });
   // A lost connection is reported by the query that used it; an idle one dying needs no action.
   pool.on("error", (error) => log.debug({ err: error }, "transfer worker: an idle connection ended"));
+  // A connection can end while an item holds it (Postgres restarted during a casino call):
+  // the next query on it fails and the item's transaction is gone; nothing else to do here.
+  pool.on("connect", (client) => client.on("error", (error) => log.debug({ err: error }, "transfer worker: a connection ended")));
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let wakeUp: (() => void) | undefined;
