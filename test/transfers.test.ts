@@ -9,6 +9,7 @@ import t, { type Test } from "tap";
 import pg from "pg";
 import { createExperience, createPlayer, startTestServer, type TestServer } from "@hubpkg/hub/test";
 import { gql } from "./helpers/http.js";
+import { cliOn } from "./helpers/cli.js";
 import { startSimCasino, type SimCasino } from "./helpers/sim-casino.js";
 import { addSimCasino, FAST_TRANSFERS, ok, reconcile, sleep, waitFor } from "./helpers/transfers.js";
 
@@ -239,6 +240,13 @@ t.test("the casino goes away: withdrawals stay pending and visible, complete whe
     return j.attempts >= 1 && j.lastError ? j : undefined;
   });
   t.match(seen, { status: "PENDING", lastError: /ECONNREFUSED|fetch failed/ }, `pending and visible while the casino is away: ${seen.lastError}`);
+  const cli = await cliOn(w.server)(["transfers", "list", "--json"]);
+  t.equal(cli.code, 0, `hub transfers list exits 0 (${cli.stderr.trim()})`);
+  const listed = (JSON.parse(cli.last) as { kind: string; subject: string; status: string; attempts: number; last_error: string | null; amount: number }[]).find((r) => r.subject === first);
+  t.match(listed, { kind: "WITHDRAWAL", amount: 100 }, "hub transfers list shows the withdrawal's item");
+  t.ok(listed && (listed.status === "DONE" || (listed.attempts >= 1 && listed.last_error)), `with its attempts and last error (${JSON.stringify(listed)})`);
+  const table = await cliOn(w.server)(["transfers", "list"]);
+  t.match(table.stdout, /id\s+kind\s+status\s+casino\s+subject\s+amount\s+attempts\s+next_attempt_at\s+last_error/, "and prints a table without --json");
   const playerView = await ok(w.server.url, alice.headers, "{ allHubTransferJobs { totalCount } }");
   t.equal(playerView.allHubTransferJobs.totalCount, 0, "players do not see the worker's items");
   await away;
