@@ -49,6 +49,7 @@ export const ErrorCodes = {
   TRANSFER_NOT_PENDING: "The withdrawal is no longer pending (completed or refunded): nothing to retry or refund.",
   TRANSFER_IN_PROGRESS: "A worker is talking to the casino about this withdrawal right now; try again in a moment.",
   TRANSFER_REFUND_UNSAFE: "The withdrawal cannot be refunded: the casino applied it, or a send may still reach it, or the casino cannot say; the message says which.",
+  TRANSFERS_NOT_CONFIGURED: "The casino has no transfer endpoint: no base URL and no url set by hubSetCasinoTransfers, so nothing can be sent to it or fetched from it.",
   CASINO_UNREACHABLE: "The casino's transfer endpoint did not give a usable answer (timeout, connection error, 5xx, malformed body).",
   // Load and faults
   TOO_MANY_REQUESTS: "This player or API key already has its share of requests or superuser connections in use: slow down (HTTP 429 when refused on arrival or in an Express route).",

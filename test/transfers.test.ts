@@ -185,6 +185,11 @@ t.test("withdraw: debit, send, complete; refusals for short balances and fractio
   t.equal(half.body.errors?.[0]?.extensions?.code, "INVALID_AMOUNT", `below the smallest unit: ${half.body.errors?.[0]?.message}`);
   const anon = await gql(w.server.url, WITHDRAW, { a: 1 });
   t.equal(anon.body.errors?.[0]?.extensions?.code, "UNAUTHENTICATED");
+  const pgUser = await createPlayer(w.server.dbPool, { casinoId: w.server.playgroundCasinoId, uname: "nowhere" });
+  const pgExperience = await createExperience(w.server.dbPool, { casinoId: w.server.playgroundCasinoId });
+  const { token } = await w.server.authenticate(pgUser.id, pgExperience.id);
+  const nowhere = await gql(w.server.url, WITHDRAW, { a: 1 }, { authorization: `session:${token}` });
+  t.equal(nowhere.body.errors?.[0]?.extensions?.code, "TRANSFERS_NOT_CONFIGURED", `a casino without a transfer endpoint: ${nowhere.body.errors?.[0]?.message}`);
   t.equal(await balanceOf(w, alice.headers), 600, "refusals move nothing");
   await settled(t, w);
 });

@@ -1,6 +1,6 @@
 import type pg from "pg";
 import { ensureUserAndExperience } from "../auth/credentials.js";
-import { describeValue, type ErrorCode } from "../errors.js";
+import { describeValue, ErrorCode } from "../errors.js";
 import type { IncomingTransfer } from "./connector.js";
 
 /** A hub.deposit row as the worker and the mutation read it. */
@@ -28,10 +28,10 @@ const text = (v: unknown) => typeof v === "string" && v.length >= 1 && v.length 
 export function checkIncoming(transfer: unknown): IncomingTransfer {
   const t = (transfer ?? {}) as Record<string, unknown>;
   for (const field of ["id", "uname", "experience", "currencyKey"] as const) {
-    if (!text(t[field])) throw new TransferRefusal("TRANSFER_INVALID", `an incoming transfer's ${field} must be a string of 1 to 200 characters; received ${describeValue(t[field])}.`);
+    if (!text(t[field])) throw new TransferRefusal(ErrorCode.TRANSFER_INVALID, `an incoming transfer's ${field} must be a string of 1 to 200 characters; received ${describeValue(t[field])}.`);
   }
   if (!Number.isSafeInteger(t.amount) || (t.amount as number) < 1) {
-    throw new TransferRefusal("INVALID_AMOUNT", `incoming transfer ${describeValue(t.id)}: amount must be a whole number of base units from 1 to 9007199254740991; received ${describeValue(t.amount)}.`);
+    throw new TransferRefusal(ErrorCode.INVALID_AMOUNT, `incoming transfer ${describeValue(t.id)}: amount must be a whole number of base units from 1 to 9007199254740991; received ${describeValue(t.amount)}.`);
   }
   return { id: t.id as string, uname: t.uname as string, experience: t.experience as string, currencyKey: t.currencyKey as string, amount: t.amount as number };
 }
@@ -50,7 +50,7 @@ export async function recordDeposit(
   actor: string,
 ): Promise<{ deposit: DepositRow; created: boolean }> {
   const { rows: currencies } = await client.query("select 1 from hub.currency where casino_id = $1 and key = $2", [casinoId, transfer.currencyKey]);
-  if (!currencies[0]) throw new TransferRefusal("TRANSFER_INVALID", `incoming transfer ${describeValue(transfer.id)}: casino ${casinoId} has no currency ${describeValue(transfer.currencyKey)}.`);
+  if (!currencies[0]) throw new TransferRefusal(ErrorCode.TRANSFER_INVALID, `incoming transfer ${describeValue(transfer.id)}: casino ${casinoId} has no currency ${describeValue(transfer.currencyKey)}.`);
   const { user, experience } = await ensureUserAndExperience(client, { casinoId, uname: transfer.uname, experienceName: transfer.experience });
   const inserted = await client.query<DepositRow>(
     `insert into hub.deposit (casino_id, mp_transfer_id, user_id, experience_id, currency_key, amount)
@@ -78,7 +78,7 @@ export async function recordDeposit(
   ].filter(Boolean);
   if (differences.length > 0) {
     throw new TransferRefusal(
-      "TRANSFER_MISMATCH",
+      ErrorCode.TRANSFER_MISMATCH,
       `casino ${casinoId} reported transfer ${describeValue(transfer.id)} again with different details (${differences.join(", ")}); deposit ${existing.id} already recorded it and stands, nothing was credited.`,
     );
   }

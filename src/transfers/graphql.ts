@@ -13,7 +13,7 @@ import { OutcomeUnknownError } from "./connector.js";
 import { connectorForCasino } from "./connectors.js";
 import { checkIncoming, recordDeposit, TransferRefusal } from "./deposits.js";
 import { transferOptions, wakeWorkers } from "./runtime.js";
-import { completeWithdrawal, loadWithdrawal, refundWithdrawal, requestWithdrawal } from "./withdrawals.js";
+import { completeWithdrawal, loadWithdrawal, refundWithdrawal, requestWithdrawal, transferEndpoint } from "./withdrawals.js";
 
 /**
  * Money in and out through GraphQL: hubRecordDeposit (a casino backend pushes
@@ -52,7 +52,7 @@ async function guarded<T>(fn: () => Promise<T>): Promise<T> {
   } catch (error) {
     if (error instanceof GraphQLError) throw error;
     if (error instanceof TransferRefusal) {
-      if (error.code === "TRANSFER_MISMATCH") logger.error({ code: error.code }, error.message);
+      if (error.code === ErrorCode.TRANSFER_MISMATCH) logger.error({ code: error.code }, error.message);
       else logger.info({ code: error.code }, error.message);
       throw clientError(error.code, error.message);
     }
@@ -186,6 +186,10 @@ export const HubTransfersPlugin = extendSchema((build) => {
               const input = raw as { currencyKey: string; amount: number };
               const amount = wholeAmount("amount", input.amount);
               const { user_id, casino_id, experience_id } = identity.session;
+              const endpoint = await transferEndpoint(pool, casino_id);
+              if (!endpoint.reachable) {
+                throw clientError(ErrorCode.TRANSFERS_NOT_CONFIGURED, `hubWithdraw: this session's casino (${casino_id}) has no transfer endpoint, so a withdrawal could not be sent; its operator must give it a base URL or a url with hubSetCasinoTransfers.`);
+              }
               const requestId = await guarded(() =>
                 withPgPoolTransaction(pool, (client) =>
                   requestWithdrawal(client, { userId: user_id, casinoId: casino_id, experienceId: experience_id, currencyKey: input.currencyKey, amount, actor: `user:${user_id}` }),
@@ -210,8 +214,11 @@ export const HubTransfersPlugin = extendSchema((build) => {
               const poll = input.poll ?? true;
               return guarded(() =>
                 withPgPoolTransaction(pool, async (client) => {
-                  const { rows } = await client.query("select 1 from hub.casino where id = $1", [casinoId]);
+                  const { rows } = await client.query<{ base_url: string | null }>("select base_url from hub.casino where id = $1", [casinoId]);
                   if (!rows[0]) throw clientError(ErrorCode.UNKNOWN_CASINO, `No casino has the id ${casinoId}.`);
+                  if (connector === "http" && input.url == null && rows[0].base_url === null) {
+                    throw clientError(ErrorCode.TRANSFERS_NOT_CONFIGURED, `Casino ${casinoId} has no base URL, so the http connector has nowhere to go: give url (its transfer endpoint).`);
+                  }
                   await client.query(
                     `insert into hub.casino_transfer_settings (casino_id, connector, url, poll) values ($1, $2, $3, $4)
                      on conflict (casino_id) do update set connector = excluded.connector, url = excluded.url, poll = excluded.poll, updated_at = now()`,

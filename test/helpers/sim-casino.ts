@@ -67,7 +67,12 @@ const json = (res: http.ServerResponse, status: number, body: unknown) => {
   res.end(JSON.stringify(body));
 };
 
-export async function startSimCasino(options: { apiKey?: string } = {}): Promise<SimCasino> {
+/**
+ * admin: also serve, without credentials, POST /admin/fund and POST /admin/deposit
+ * ({ uname, currencyKey, amount, experience? }) and GET /admin/balances, for a
+ * person driving it with curl (bench/sim-casino.ts).
+ */
+export async function startSimCasino(options: { apiKey?: string; port?: number; admin?: boolean } = {}): Promise<SimCasino> {
   const apiKey = options.apiKey ?? `casino-key-${Math.random().toString(36).slice(2)}`;
   const emitter = new EventEmitter() as SimCasino;
   const balances = new Map<string, Map<string, number>>();
@@ -93,6 +98,25 @@ export async function startSimCasino(options: { apiKey?: string } = {}): Promise
     let body = "";
     req.on("data", (c: Buffer) => (body += c.toString()));
     req.on("end", () => {
+      if (options.admin && url.pathname.startsWith("/admin/")) {
+        try {
+          if (req.method === "GET" && url.pathname === "/admin/balances") {
+            return json(res, 200, Object.fromEntries([...balances].map(([u, m]) => [u, Object.fromEntries(m)])));
+          }
+          const input = JSON.parse(body || "{}") as { uname: string; currencyKey: string; amount: number; experience?: string };
+          if (req.method === "POST" && url.pathname === "/admin/fund") {
+            emitter.fund(input.uname, input.currencyKey, input.amount);
+            return json(res, 200, { balance: emitter.balance(input.uname, input.currencyKey) });
+          }
+          if (req.method === "POST" && url.pathname === "/admin/deposit") {
+            const id = emitter.deposit(input.uname, input.currencyKey, input.amount, input.experience);
+            return json(res, 200, { id, balance: emitter.balance(input.uname, input.currencyKey) });
+          }
+        } catch (error) {
+          return json(res, 400, { error: (error as Error).message });
+        }
+        return json(res, 404, { error: "no such route" });
+      }
       if (req.headers.authorization !== `Bearer ${apiKey}`) return json(res, 401, { error: "bad api key" });
       const path = url.pathname.replace(/^\/hub\/transfers/, "");
       let endpoint: Endpoint | undefined;
@@ -168,7 +192,10 @@ export async function startSimCasino(options: { apiKey?: string } = {}): Promise
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port ?? 0, "127.0.0.1", () => resolve());
+  });
   const port = (server.address() as AddressInfo).port;
   const url = `http://127.0.0.1:${port}`;
 
