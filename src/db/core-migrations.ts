@@ -55,6 +55,16 @@ import { readMigrationFolder, type Migration } from "./migration-files.js";
  *   key there (hub_secret.casino_api_key). The key is a credential for another
  *   system, so it lives in hub_secret, where app_postgraphile has no usage:
  *   no GraphQL request can select it, whatever the schema exposes.
+ *
+ * 0015-transfers: deposits (hub.deposit, unique per casino and casino
+ *   transfer id, so a repeated report cannot credit twice), withdrawals
+ *   (hub.withdrawal_request, the debit; hub.withdrawal, its status), per-casino
+ *   transfer settings, and the outbox the workers of every instance share
+ *   (hub.transfer_job). A trigger on hub.deposit notifies hub_put_alert, so the
+ *   alert leaves only with a committed deposit, whichever path wrote it.
+ *   hub_hidden.withdrawal_send_window keeps until when a send may still reach
+ *   the casino; it is written outside the sender's transaction so a refund can
+ *   trust it after a crash.
  */
 
 /**
