@@ -64,7 +64,7 @@ export function startTransferWorker(superuserUrl: string, options: ResolvedTrans
         await client.query("commit");
         return false;
       }
-      await process(client, job);
+      await handle(client, job);
       await client.query("commit");
       return true;
     } catch (error) {
@@ -81,7 +81,7 @@ export function startTransferWorker(superuserUrl: string, options: ResolvedTrans
     }
   }
 
-  async function process(client: pg.PoolClient, job: TransferJob): Promise<void> {
+  async function handle(client: pg.PoolClient, job: TransferJob): Promise<void> {
     await client.query("update hub.transfer_job set attempts = attempts + 1, last_attempt_at = now(), updated_at = now() where id = $1", [job.id]);
     const attempts = job.attempts + 1;
     let connector: CasinoConnector;
