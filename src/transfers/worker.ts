@@ -46,6 +46,7 @@ export function startTransferWorker(superuserUrl: string, options: ResolvedTrans
   let timer: NodeJS.Timeout | undefined;
   let wakeUp: (() => void) | undefined;
   let lastOutageLog = 0;
+  let woken = false;
 
   async function runOne(): Promise<boolean> {
     let client: pg.PoolClient | undefined;
@@ -185,11 +186,17 @@ export function startTransferWorker(superuserUrl: string, options: ResolvedTrans
       const results = await Promise.all(Array.from({ length: options.concurrency }, () => runOne()));
       if (stopped) break;
       if (results.some(Boolean)) continue;
+      // A wake during the round may be for work committed after its select: look again.
+      if (woken) {
+        woken = false;
+        continue;
+      }
       await new Promise<void>((resolve) => {
         wakeUp = resolve;
         timer = setTimeout(resolve, options.pollIntervalMs);
       });
       wakeUp = undefined;
+      woken = false;
     }
   }
 
@@ -197,6 +204,7 @@ export function startTransferWorker(superuserUrl: string, options: ResolvedTrans
   log.debug("transfer worker started");
   return {
     wake() {
+      woken = true;
       if (timer) clearTimeout(timer);
       wakeUp?.();
     },
