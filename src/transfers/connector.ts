@@ -1,6 +1,6 @@
 /**
  * How the hub talks to a casino about money crossing the boundary. One
- * connector per casino (hub.casino_transfer_settings.connector names its kind);
+ * connector per casino (hub.casino_transfer_config.connector names its kind);
  * the hub ships the HTTP one (http-connector.ts), and ServerOptions.transfers.connectors
  * adds others.
  *
@@ -61,7 +61,7 @@ export interface CasinoConnector {
 /** What a connector factory receives about its casino. */
 export interface ConnectorSettings {
   casinoId: string;
-  /** hub.casino_transfer_settings.url, else the casino's base URL. */
+  /** hub.casino_transfer_config.url, else the casino's base URL. */
   url: string | null;
   /** The controller's API key at the casino (hubAddCasino's apiKey); null when none was given. */
   apiKey: string | null;

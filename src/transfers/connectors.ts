@@ -6,14 +6,14 @@ import type { ResolvedTransferOptions } from "./options.js";
 type Queryable = Pick<pg.ClientBase, "query">;
 
 /**
- * The connector of a casino, as its settings say (hub.casino_transfer_settings;
+ * The connector of a casino, as its settings say (hub.casino_transfer_config;
  * a casino without a row uses the HTTP connector at <base URL>/hub/transfers).
  */
 export async function connectorForCasino(client: Queryable, casinoId: string, options: ResolvedTransferOptions): Promise<CasinoConnector> {
   const { rows } = await client.query<{ base_url: string | null; connector: string | null; url: string | null; api_key: string | null }>(
     `select c.base_url, s.connector, s.url, k.api_key
        from hub.casino c
-       left join hub.casino_transfer_settings s on s.casino_id = c.id
+       left join hub.casino_transfer_config s on s.casino_id = c.id
        left join hub_secret.casino_api_key k on k.casino_id = c.id
       where c.id = $1`,
     [casinoId],

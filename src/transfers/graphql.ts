@@ -220,7 +220,7 @@ export const HubTransfersPlugin = extendSchema((build) => {
                     throw clientError(ErrorCode.TRANSFERS_NOT_CONFIGURED, `Casino ${casinoId} has no base URL, so the http connector has nowhere to go: give url (its transfer endpoint).`);
                   }
                   await client.query(
-                    `insert into hub.casino_transfer_settings (casino_id, connector, url, poll) values ($1, $2, $3, $4)
+                    `insert into hub.casino_transfer_config (casino_id, connector, url, poll) values ($1, $2, $3, $4)
                      on conflict (casino_id) do update set connector = excluded.connector, url = excluded.url, poll = excluded.poll, updated_at = now()`,
                     [casinoId, connector, input.url ?? null, poll],
                   );

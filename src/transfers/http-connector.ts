@@ -4,7 +4,7 @@ import { OutcomeUnknownError } from "./connector.js";
 /**
  * The reference connector: a small JSON protocol over HTTP that a casino
  * implements beside its own API (README: "Deposits and withdrawals"). Every
- * path is under the casino's transfer URL (hub.casino_transfer_settings.url,
+ * path is under the casino's transfer URL (hub.casino_transfer_config.url,
  * else <base URL>/hub/transfers); every request carries
  * `Authorization: Bearer <the controller's API key>`.
  *

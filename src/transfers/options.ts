@@ -18,7 +18,7 @@ export interface TransferOptions {
   concurrency?: number;
   /** Allowed difference between the hub's and a casino's clocks, ms (default 30000): a refund waits this long past a send's expiry. */
   clockSkewMs?: number;
-  /** More connector kinds, by name (hub.casino_transfer_settings.connector); "http" is built in. */
+  /** More connector kinds, by name (hub.casino_transfer_config.connector); "http" is built in. */
   connectors?: Record<string, ConnectorFactory>;
 }
 

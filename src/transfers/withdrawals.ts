@@ -21,7 +21,7 @@ export interface WithdrawalForSend {
 /** Where a casino's transfers go, or null when it has none (the http connector needs a URL). */
 export async function transferEndpoint(client: Pick<pg.ClientBase, "query">, casinoId: string): Promise<{ found: boolean; reachable: boolean }> {
   const { rows } = await client.query<{ connector: string | null; url: string | null }>(
-    "select s.connector, coalesce(s.url, c.base_url) as url from hub.casino c left join hub.casino_transfer_settings s on s.casino_id = c.id where c.id = $1",
+    "select s.connector, coalesce(s.url, c.base_url) as url from hub.casino c left join hub.casino_transfer_config s on s.casino_id = c.id where c.id = $1",
     [casinoId],
   );
   const row = rows[0];

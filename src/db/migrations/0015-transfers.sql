@@ -51,7 +51,7 @@ create index on hub.withdrawal (experience_id);
 create index on hub.withdrawal (casino_id);
 
 -- How the hub talks to each casino about transfers.
-create table hub.casino_transfer_settings (
+create table hub.casino_transfer_config (
   casino_id uuid primary key references hub.casino(id),
   connector text not null default 'http' check (connector ~ '^[a-z0-9_-]{1,50}$'),
   url text check (url ~ '^https?://'),
@@ -92,19 +92,28 @@ create table hub_hidden.withdrawal_send_window (
 );
 revoke all on hub_hidden.withdrawal_send_window from public;
 
-grant select on hub.deposit, hub.withdrawal_request, hub.withdrawal, hub.casino_transfer_settings, hub.transfer_job to app_postgraphile;
+grant select on hub.deposit, hub.withdrawal_request, hub.withdrawal, hub.casino_transfer_config, hub.transfer_job to app_postgraphile;
 alter table hub.deposit enable row level security;
 alter table hub.withdrawal_request enable row level security;
 alter table hub.withdrawal enable row level security;
-alter table hub.casino_transfer_settings enable row level security;
+alter table hub.casino_transfer_config enable row level security;
 alter table hub.transfer_job enable row level security;
 create policy select_deposit on hub.deposit for select
-  using (hub_hidden.is_operator() or (user_id = hub_hidden.current_user_id() and casino_id = hub_hidden.current_casino_id()));
+  using (hub_hidden.is_operator() or (
+    user_id = hub_hidden.current_user_id()
+    and casino_id = hub_hidden.current_casino_id()
+    and experience_id = hub_hidden.current_experience_id()));
 create policy select_withdrawal_request on hub.withdrawal_request for select
-  using (hub_hidden.is_operator() or (user_id = hub_hidden.current_user_id() and casino_id = hub_hidden.current_casino_id()));
+  using (hub_hidden.is_operator() or (
+    user_id = hub_hidden.current_user_id()
+    and casino_id = hub_hidden.current_casino_id()
+    and experience_id = hub_hidden.current_experience_id()));
 create policy select_withdrawal on hub.withdrawal for select
-  using (hub_hidden.is_operator() or (user_id = hub_hidden.current_user_id() and casino_id = hub_hidden.current_casino_id()));
-create policy select_casino_transfer_settings on hub.casino_transfer_settings for select
+  using (hub_hidden.is_operator() or (
+    user_id = hub_hidden.current_user_id()
+    and casino_id = hub_hidden.current_casino_id()
+    and experience_id = hub_hidden.current_experience_id()));
+create policy select_casino_transfer_config on hub.casino_transfer_config for select
   using (hub_hidden.is_operator());
 create policy select_transfer_job on hub.transfer_job for select
   using (hub_hidden.is_operator());
