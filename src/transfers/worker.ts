@@ -47,6 +47,7 @@ export function startTransferWorker(superuserUrl: string, options: ResolvedTrans
   let wakeUp: (() => void) | undefined;
   let lastOutageLog = 0;
   let woken = false;
+  let busy = false;
 
   async function runOne(): Promise<boolean> {
     let client: pg.PoolClient | undefined;
@@ -182,10 +183,11 @@ export function startTransferWorker(superuserUrl: string, options: ResolvedTrans
 
   async function loop(): Promise<void> {
     while (!stopped) {
-      // Claim up to `concurrency` items at once; go on at once while there is work.
-      const results = await Promise.all(Array.from({ length: options.concurrency }, () => runOne()));
+      // One look while idle; once there is work, up to `concurrency` items at once, until none is due.
+      const found = busy ? (await Promise.all(Array.from({ length: options.concurrency }, () => runOne()))).some(Boolean) : await runOne();
+      busy = found;
       if (stopped) break;
-      if (results.some(Boolean)) continue;
+      if (found) continue;
       // A wake during the round may be for work committed after its select: look again.
       if (woken) {
         woken = false;

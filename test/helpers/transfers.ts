@@ -9,7 +9,7 @@ export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export const FAST_TRANSFERS = {
   pollIntervalMs: 20,
   casinoPollIntervalMs: 40,
-  requestTimeoutMs: 400,
+  requestTimeoutMs: 1000,
   backoffBaseMs: 30,
   backoffMaxMs: 250,
   clockSkewMs: 0,
