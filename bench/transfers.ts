@@ -64,6 +64,7 @@ try {
   }
   latencies.sort((a, b) => a - b);
   const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))]!.toFixed(1);
+  console.log(`slow (> 250 ms): ${latencies.filter((l) => l > 250).length} of ${latencies.length}`);
   console.log(`withdrawal latency (hubWithdraw sent → COMPLETED recorded), ${WITHDRAWALS} one at a time: p50 ${pct(50)} ms, p99 ${pct(99)} ms, max ${latencies[latencies.length - 1]!.toFixed(1)} ms`);
 } finally {
   await server.stop();
