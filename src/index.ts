@@ -9,3 +9,6 @@ export type { Identity, UserIdentity, OperatorIdentity } from "./auth/identity.j
 export { ErrorCode, ErrorCodes, HubError, HubErrorCodes, type HubErrorCode } from "./errors.js";
 export { serverStats, type ServerStats } from "./stats.js";
 export { runMigrations } from "./db/migrate.js";
+export { createHttpConnector } from "./transfers/http-connector.js";
+export { OutcomeUnknownError, type CasinoConnector, type ConnectorFactory, type ConnectorSettings, type IncomingPage, type IncomingTransfer, type OutgoingTransfer, type OutgoingOutcome, type LookupOutcome } from "./transfers/connector.js";
+export type { TransferOptions } from "./transfers/options.js";

@@ -8,6 +8,7 @@ import "./helpers/env.js";
 import t, { type Test } from "tap";
 import pg from "pg";
 import { createExperience, createPlayer, startTestServer, type TestServer } from "@hubpkg/hub/test";
+import type { CasinoConnector, ConnectorSettings } from "@hubpkg/hub";
 import { gql } from "./helpers/http.js";
 import { cliOn } from "./helpers/cli.js";
 import { startSimCasino, type SimCasino } from "./helpers/sim-casino.js";
@@ -323,4 +324,51 @@ t.test("row-level security: a player sees their own transfers, an operator all",
   t.equal(all.allHubWithdrawals.nodes.length, 2, "and every withdrawal");
   const anon = await ok(w.server.url, {}, Q);
   t.equal(anon.allHubDeposits.nodes.length, 0, "anonymous: nothing");
+});
+
+t.test("a connector of your own, chosen per casino: withdrawals go out through it, deposits come in from it", async (t) => {
+  // A casino whose API is not the reference protocol: its own in-process ledger behind the CasinoConnector interface.
+  const ledger = { incoming: [{ id: "own-1", uname: "carol", experience: "main", currencyKey: "BTC", amount: 70 }], acked: new Set<string>(), paid: new Map<string, number>(), settings: [] as ConnectorSettings[] };
+  const own = (settings: ConnectorSettings): CasinoConnector => {
+    ledger.settings.push(settings);
+    return {
+      async fetchIncoming(cursor) {
+        const from = cursor === null ? 0 : Number(cursor);
+        return { transfers: ledger.incoming.slice(from), cursor: String(ledger.incoming.length), more: false };
+      },
+      async acknowledge(id) {
+        ledger.acked.add(id);
+      },
+      async send(transfer) {
+        if (!ledger.paid.has(transfer.idempotencyKey)) ledger.paid.set(transfer.idempotencyKey, transfer.amount);
+        return { status: "COMPLETED", mpTransferId: `own-out-${transfer.idempotencyKey.slice(-6)}` };
+      },
+      async lookup(key) {
+        return ledger.paid.has(key) ? { status: "COMPLETED", mpTransferId: `own-out-${key.slice(-6)}` } : { status: "NOT_FOUND" };
+      },
+    };
+  };
+  const server = await startTestServer({ transfers: { ...FAST_TRANSFERS, connectors: { own } } });
+  t.teardown(() => server.stop());
+  const { apiKey } = await server.authenticateOperator();
+  const operator = { authorization: `apikey:${apiKey}` };
+  const { hubAddCasino } = await ok(server.url, operator, "mutation { hubAddCasino(input: { name: \"own\", apiKey: \"own-key\" }) { casinoId } }");
+  const casinoId = hubAddCasino.casinoId as string;
+  await ok(server.url, operator, `mutation { hubAddCurrency(input: { casinoId: "${casinoId}", key: "BTC", displayUnitName: "bits", displayUnitScale: 100 }) { key } }`);
+  const unknown = await gql(server.url, `mutation { hubSetCasinoTransfers(input: { casinoId: "${casinoId}", connector: "nope" }) { casinoId } }`, {}, operator);
+  t.equal(unknown.body.errors?.[0]?.extensions?.code, "BAD_USER_INPUT", `an unknown connector kind is refused: ${unknown.body.errors?.[0]?.message}`);
+  await ok(server.url, operator, `mutation { hubSetCasinoTransfers(input: { casinoId: "${casinoId}", connector: "own" }) { casinoId } }`);
+  await waitFor("the deposit acknowledged", 10_000, async () => ledger.acked.has("own-1"));
+  t.match(ledger.settings[0], { casinoId, apiKey: "own-key", url: null }, "the factory gets the casino's id and API key");
+  const { rows } = await server.dbPool.query<{ id: string; experience_id: string }>("select u.id, d.experience_id from hub.deposit d join hub.user u on u.id = d.user_id where d.mp_transfer_id = 'own-1'");
+  const { token } = await server.authenticate(rows[0]!.id, rows[0]!.experience_id);
+  const carol = { authorization: `session:${token}` };
+  const { hubWithdraw } = await ok(server.url, carol, WITHDRAW, { a: 30 });
+  await waitFor("paid through the connector", 10_000, async () => {
+    const { rows } = await server.dbPool.query("select status, mp_transfer_id from hub.withdrawal where withdrawal_request_id = $1", [hubWithdraw.withdrawalRequest.id]);
+    return rows[0].status === "COMPLETED";
+  });
+  t.equal(ledger.paid.get(hubWithdraw.withdrawalRequest.id), 30, "the casino's own ledger paid 30 under the request id");
+  const data = await ok(server.url, carol, BALANCE, { c: "BTC" });
+  t.equal(data.hubCurrentUser.hubBalanceByCurrency.amount, 40, "70 in, 30 out");
 });
