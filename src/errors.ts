@@ -48,6 +48,15 @@ export const ErrorCodes = {
   USER_TOKEN_BAD_SIGNATURE: "The user token was not signed by the key registered for the casino.",
   USER_TOKEN_CLAIM: "A claim of the user token is missing or not acceptable (player name, experience, issuer, audience).",
   USER_TOKEN_MALFORMED: "The user token is not a signed JWT the hub accepts (syntax, or an algorithm outside RS*, PS*, ES*, EdDSA).",
+  // Deposits and withdrawals with the casino (src/transfers/)
+  TRANSFER_MISMATCH: "A casino reported a transfer id already recorded with another amount, player, experience or currency: refused and logged at error level (the first record stands).",
+  TRANSFER_INVALID: "An incoming transfer lacks a field or has one the hub cannot accept (an id, player or experience name of 1 to 200 characters, a known currency).",
+  TRANSFER_NOT_FOUND: "No withdrawal request has the given id.",
+  TRANSFER_NOT_PENDING: "The withdrawal is no longer pending (completed or refunded): nothing to retry or refund.",
+  TRANSFER_IN_PROGRESS: "A worker is talking to the casino about this withdrawal right now; try again in a moment.",
+  TRANSFER_REFUND_UNSAFE: "The withdrawal cannot be refunded: the casino applied it, or a send may still reach it, or the casino cannot say; the message says which.",
+  TRANSFERS_NOT_CONFIGURED: "The casino has no transfer endpoint: no base URL and no url set by hubSetCasinoTransfers, so nothing can be sent to it or fetched from it.",
+  CASINO_UNREACHABLE: "The casino's transfer endpoint did not give a usable answer (timeout, connection error, 5xx, malformed body).",
   // Load and faults
   TOO_MANY_REQUESTS: "This player or API key already has its share of requests or superuser connections in use: slow down (HTTP 429 when refused on arrival or in an Express route).",
   SERVER_BUSY: "Every connection of a hub pool stayed in use for 10 s: Postgres is up, the server is saturated; retry.",

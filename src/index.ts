@@ -12,3 +12,6 @@ export { runMigrations } from "./db/migrate.js";
 export { HubGameConfigPlugin, type HubGameConfigOptions } from "./fair/game-config-plugin.js";
 export type { OutcomeBetConfig, OutcomeBetConfigMap, CustomGameConfig, CustomGameConfigMap } from "./fair/outcome-bet.js";
 export { validateRisk, type RiskPolicy, type RiskPolicyArgs, type RiskLimits, type ValidateRiskInput, type ValidateRiskResult } from "./fair/risk.js";
+export { createHttpConnector } from "./transfers/http-connector.js";
+export { OutcomeUnknownError, type CasinoConnector, type ConnectorFactory, type ConnectorSettings, type IncomingPage, type IncomingTransfer, type OutgoingTransfer, type OutgoingOutcome, type LookupOutcome } from "./transfers/connector.js";
+export type { TransferOptions } from "./transfers/options.js";

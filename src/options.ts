@@ -2,6 +2,7 @@ import type { LogLevel } from "./config.js";
 import { HubError, optionInvalid } from "./errors.js";
 import * as parse from "./parse.js";
 import { checkWebSocketOption, type WebSocketLimits } from "./live/limits.js";
+import { checkTransferOptions } from "./transfers/options.js";
 
 /** What `configureApp` receives in the object form. */
 export interface ConfigureAppArgs<App> {
@@ -73,6 +74,8 @@ export interface ServerOptions {
   handleSignals?: boolean;
   /** Bounds on WebSocket (subscription) connections (README: Live updates). */
   websocket?: Partial<WebSocketLimits>;
+  /** Deposits and withdrawals with casinos: the worker's intervals, timeouts and connector kinds (README: "Deposits and withdrawals"). */
+  transfers?: import("./transfers/options.js").TransferOptions;
 }
 
 /** What each option must be: the text of what was expected, or undefined when the value is fine. */
@@ -103,6 +106,7 @@ const KNOWN: Record<keyof ServerOptions, (v: unknown) => string | undefined> = {
   graphiql: checkedBy(parse.boolean),
   handleSignals: checkedBy(parse.boolean),
   websocket: checkWebSocketOption,
+  transfers: checkTransferOptions,
 };
 
 function checkedBy(parser: parse.Parser<unknown>): (v: unknown) => string | undefined {

@@ -27,6 +27,9 @@ import { createServerStats, setLatestServerStats } from "./stats.js";
 import { createLiveNotifications } from "./live/notifications.js";
 import { webSocketLimits } from "./live/limits.js";
 import type { WebSocketFront } from "../adapters/websocket.js";
+import { resolveTransferOptions } from "./transfers/options.js";
+import { registerWorker, setTransferOptions } from "./transfers/runtime.js";
+import { startTransferWorker } from "./transfers/worker.js";
 
 export interface RunningServer {
   port: number;
@@ -107,6 +110,17 @@ export async function startAndListen(
     await ensureRoleSwitch(pools, log, config.databaseUrlVariable);
     setSuperuserPool(pools.superuser);
     cleanup.push(async () => clearSuperuserPool(pools.superuser));
+    // Deposits and withdrawals with casinos: every instance runs a worker on the shared outbox.
+    const transfers = resolveTransferOptions(options.transfers);
+    setTransferOptions(transfers);
+    if (transfers.worker) {
+      const worker = startTransferWorker(urls.superuserDatabaseUrl, transfers, log);
+      const unregister = registerWorker(worker);
+      cleanup.push(async () => {
+        unregister();
+        await worker.stop();
+      });
+    }
 
     // Plugins get, per request, a view of the superuser pool bounded per player / API key.
     const identityLimiter = createIdentityPoolLimiter(pools.superuser, {

@@ -46,7 +46,7 @@ t.test("--help prints the usage on stdout and exits 0, without a database", asyn
 
 t.test("usage errors exit 2 with one line saying what was received and expected", async (t) => {
   const dataDir = path.join(tmpDir(t), "data");
-  const ALL = /"api-key create", "api-key list", "api-key revoke", "session create", "session revoke", "casino add" or "balance credit"/;
+  const ALL = /"api-key create", "api-key list", "api-key revoke", "session create", "session revoke", "casino add", "balance credit" or "transfers list"/;
   const UUID = "0190f3a0-6b1c-7cde-8f00-1234567890ab";
   const credit = ["balance", "credit", "--uname", "alice", "--currency", "HOUSE"];
   const cases: { args: string[]; stderr: RegExp[] }[] = [

@@ -72,6 +72,8 @@ t.test("codes sent to clients come from the catalogue, not from string literals 
   const strays: string[] = [];
   for (const [file, text] of sources()) {
     if (file === path.join("src", "errors.ts")) continue;
+    // The dashboard is a client of the API: it reads the codes the server sends, it sends none.
+    if (file.startsWith(path.join("src", "dashboard") + path.sep)) continue;
     for (const m of text.matchAll(/["'`]([A-Z][A-Z_]{5,})["'`]/g)) {
       if (codes.has(m[1]!)) strays.push(`${file}: ${m[0]}`);
     }

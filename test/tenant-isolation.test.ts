@@ -29,13 +29,16 @@ import { loadSchemaModel, printType, selectionOf, type SchemaModel } from "./hel
  *    ones the type has) all equal the player's; a null owner is not the player's
  *    (so the house rows of the ledger are hidden). Casino-scoped tables
  *    (currency) have only casinoId, so the whole casino sees them;
- *  - the house bankroll (HubBankroll) is the casino's business: no player
- *    sees any of it;
+ *  - the house bankroll (HubBankroll), the transfer worker's items
+ *    (HubTransferJob) and transfer settings are the casino's business: no
+ *    player sees any of them;
  *  - a type with none of those columns (api keys): nothing.
  * The operator sees every row; an anonymous request sees none.
  */
 
 const OWNER_FIELDS = ["userId", "casinoId", "experienceId"] as const;
+/** The casino's business: rows no player sees at all (the house bankroll, the transfer worker's state and settings). */
+const OPERATOR_ONLY = new Set(["HubBankroll", "HubTransferJob", "HubCasinoTransferConfig"]);
 
 type Row = Record<string, any>;
 type Who =
@@ -99,6 +102,8 @@ async function seed() {
   for (const c of CASINOS) {
     const casinoId = players.get(playerKey(c, "alice", "exp-1"))!.casinoId;
     await db.query("update hub.casino set base_url = $2 where id = $1", [casinoId, `https://${c}.example`]);
+    await db.query("insert into hub.casino_transfer_config (casino_id) values ($1)", [casinoId]);
+    await db.query("insert into hub.transfer_job (kind, casino_id, status) values ('POLL', $1, 'DONE')", [casinoId]);
     // The same currency keys in both casinos: a lookup by key alone would mix them up.
     for (const key of ["CHIPS", "GEMS"]) {
       await db.query("insert into hub.currency (key, casino_id, display_unit_name, display_unit_scale) values ($1, $2, $1, 1)", [key, casinoId]);
@@ -116,6 +121,21 @@ async function seed() {
       p.casinoId,
       p.experienceId,
     ]);
+    // A deposit and a withdrawal with the casino, with the worker's items (done, so no worker acts on them).
+    const transferId = `iso-${p.userId}-${p.experienceId}`;
+    await db.query("insert into hub.deposit (casino_id, mp_transfer_id, user_id, experience_id, currency_key, amount) values ($1, $2, $3, $4, 'GEMS', 7)", [
+      p.casinoId, transferId, p.userId, p.experienceId,
+    ]);
+    await db.query("insert into hub.transfer_job (kind, casino_id, mp_transfer_id, status) values ('ACKNOWLEDGE', $1, $2, 'DONE')", [p.casinoId, transferId]);
+    const request = await db.query<{ id: string }>(
+      "insert into hub.withdrawal_request (casino_id, user_id, experience_id, currency_key, amount, mp_transfer_id) values ($1, $2, $3, 'GEMS', 3, $4) returning id",
+      [p.casinoId, p.userId, p.experienceId, `out-${transferId}`],
+    );
+    await db.query(
+      "insert into hub.withdrawal (withdrawal_request_id, casino_id, user_id, experience_id, currency_key, amount, status, mp_transfer_id) values ($1, $2, $3, $4, 'GEMS', 3, 'COMPLETED', $5)",
+      [request.rows[0]!.id, p.casinoId, p.userId, p.experienceId, `out-${transferId}`],
+    );
+    await db.query("insert into hub.transfer_job (kind, casino_id, withdrawal_request_id, status) values ('WITHDRAWAL', $1, $2, 'DONE')", [p.casinoId, request.rows[0]!.id]);
     // A lost bet of 10, booked as a game books it: both ledger rows carry the bet's id.
     const betId = (await db.query("select hub_hidden.uuid_generate_v7() as id")).rows[0].id as string;
     const after = await db.query("select amount from hub_hidden.debit_balance($1, $2, $3, 'CHIPS', 10, 'seed', 'bet', $4)", [p.userId, p.casinoId, p.experienceId, betId]);
@@ -195,7 +215,7 @@ function playerWho(key: string): Extract<Who, { kind: "player" }> {
 function visible(who: Who, type: string, row: Row): boolean {
   if (who.kind === "anon") return false;
   if (who.kind === "operator") return true;
-  if (type === "HubBankroll") return false;
+  if (OPERATOR_ONLY.has(type)) return false;
   // A hash is visible exactly when its chain is.
   if (type === "HubHash") {
     const chain = universe.get("HubHashChain")?.find((c) => c.id === row.hashChainId);
@@ -482,7 +502,7 @@ t.test("the seed gives every table rows player A may see and rows A may not", as
     t.ok(rows.length - mine > 0, `${r.type}: ${rows.length - mine} rows A may not see (seed rows of other tenants for a new table here)`);
     const leaves = model.tables.get(r.type)!.leaves;
     // Operator-only tables (the house bankroll) have no rows a player may see.
-    const scoped = r.type !== "HubBankroll" && (a.current.has(r.type) || OWNER_FIELDS.some((f) => leaves.includes(f)));
+    const scoped = !OPERATOR_ONLY.has(r.type) && (a.current.has(r.type) || OWNER_FIELDS.some((f) => leaves.includes(f)));
     if (scoped) t.ok(mine > 0, `${r.type}: ${mine} rows A may see`);
   }
   t.comment(`rows visible to A / all: ${table.join(", ")}`);

@@ -64,6 +64,15 @@ import { readMigrationFolder, type Migration } from "./migration-files.js";
  *   its SHA-256). Only a request carrying the key unseals it;
  *   app_postgraphile cannot select the column. The digest in hub.user still
  *   finds the player.
+ * 0015-transfers: deposits (hub.deposit, unique per casino and casino
+ *   transfer id, so a repeated report cannot credit twice), withdrawals
+ *   (hub.withdrawal_request, the debit; hub.withdrawal, its status), per-casino
+ *   transfer settings, and the outbox the workers of every instance share
+ *   (hub.transfer_job). A trigger on hub.deposit notifies hub_put_alert, so the
+ *   alert leaves only with a committed deposit, whichever path wrote it.
+ *   hub_hidden.withdrawal_send_window keeps until when a send may still reach
+ *   the casino; it is written outside the sender's transaction so a refund can
+ *   trust it after a crash.
  */
 
 /**

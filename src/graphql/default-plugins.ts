@@ -8,6 +8,7 @@ import { HubOperatorCredentialsPlugin } from "./operator-credentials.js";
 import { HubLiveAlertsPlugin } from "./live-alerts.js";
 import { HubHashChainPlugin } from "../fair/hash-chain-plugin.js";
 import { HubOutcomeInputPlugin } from "../fair/outcome-input.js";
+import { HubTransfersPlugin } from "../transfers/graphql.js";
 
 type SessionKey = "user_id" | "casino_id" | "experience_id" | "id";
 
@@ -95,5 +96,5 @@ export const HubBalanceByCurrencyPlugin = extendSchema((build) => {
 /** The hub's own plugins; keep them with `plugins: [...defaultPlugins, MyPlugin]`. */
 export const defaultPlugins: GraphileConfig.Plugin[] = [
   HubCurrentIdentityPlugin, HubBalanceByCurrencyPlugin, HubUserClientIdPlugin, BetInterfacePlugin, HubSessionPlugin, HubOperatorPlugin,
-  HubOperatorCredentialsPlugin, HubLiveAlertsPlugin, HubHashChainPlugin, HubOutcomeInputPlugin,
+  HubOperatorCredentialsPlugin, HubLiveAlertsPlugin, HubHashChainPlugin, HubOutcomeInputPlugin, HubTransfersPlugin,
 ];

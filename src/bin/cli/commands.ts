@@ -11,6 +11,7 @@ import { createApiKey, createSession, digest, ensurePlayer, DEFAULT_EXPERIENCE, 
 import { withPgPoolTransaction } from "../../db/pools.js";
 import type { DbApiKey, DbBalance, DbCasino, DbExperience, DbUser } from "../../db/types.js";
 import type { Runnable } from "./grammar.js";
+import { listTransfers } from "../../transfers/cli.js";
 
 /** A failure at run time that the message fully explains (exit 1, no SQLSTATE). */
 export class CliFailure extends HubError {
@@ -160,6 +161,26 @@ async function balanceCredit(pool: pg.Pool, command: Extract<Runnable, { name: "
   result(String(balance.amount));
 }
 
+async function transfersList(pool: pg.Pool, json: boolean): Promise<void> {
+  const rows = await listTransfers(pool);
+  if (json) {
+    result(JSON.stringify(rows.map((r) => ({ ...r, next_attempt_at: iso(r.next_attempt_at), updated_at: iso(r.updated_at) }))));
+  } else {
+    result(
+      table(
+        ["id", "kind", "status", "casino", "subject", "amount", "attempts", "next_attempt_at", "last_error"],
+        rows.map((r) => [
+          r.id, r.kind, r.status, r.casino, r.subject ?? "-", r.amount === null ? "-" : `${r.amount} ${r.currency_key}`, String(r.attempts),
+          r.status === "PENDING" ? iso(r.next_attempt_at)! : "-", (r.last_error ?? "-").replace(/\s+/g, " ").slice(0, 120),
+        ]),
+      ),
+    );
+  }
+  const pending = rows.filter((r) => r.status === "PENDING" && r.kind !== "POLL").length;
+  const failed = rows.filter((r) => r.status === "FAILED").length;
+  say(`${pending} transfer item${pending === 1 ? "" : "s"} pending, ${failed} failed (casino polls not counted).`);
+}
+
 export async function run(command: Runnable, pool: pg.Pool): Promise<void> {
   switch (command.name) {
     case "api-key create": {
@@ -193,6 +214,8 @@ export async function run(command: Runnable, pool: pg.Pool): Promise<void> {
       return casinoAdd(pool, command);
     case "balance credit":
       return balanceCredit(pool, command);
+    case "transfers list":
+      return transfersList(pool, command.json);
   }
 }
 

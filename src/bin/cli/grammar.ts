@@ -39,9 +39,13 @@ Commands:
                               missing), recorded in the ledger. The casino
                               (default "${PLAYGROUND_CASINO}"), the player, the experience
                               (default "${DEFAULT_EXPERIENCE}") and the currency must exist.
+  transfers list [--json]     The transfer worker's items (withdrawals to send,
+                              deposits to acknowledge, casinos to poll): every
+                              PENDING or FAILED one, then the 100 latest DONE,
+                              with attempts, last error and next attempt time.
 
 Options:
-  --json                      (api-key list) Print JSON instead of a table.
+  --json                      (api-key list, transfers list) Print JSON instead of a table.
   -h, --help                  Show this help.
 
 The last line of standard output is the result: the credential (printed
@@ -59,6 +63,7 @@ export type Command =
   | { name: "none" }
   | { name: "api-key create" }
   | { name: "api-key list"; json: boolean }
+  | { name: "transfers list"; json: boolean }
   | { name: "api-key revoke"; id: string }
   | { name: "session create"; uname: string; casino: string | undefined; experience: string | undefined }
   | { name: "session revoke"; id: string | undefined; token: string | undefined }
@@ -215,6 +220,7 @@ const COMMAND_SPECS: Record<CommandName, CommandSpec> = {
       reason: optionalStr(v.reason),
     }),
   },
+  "transfers list": { options: ["json"], build: (v) => ({ name: "transfers list", json: v.json === true }) },
 };
 const COMMANDS = Object.keys(COMMAND_SPECS) as CommandName[];
 

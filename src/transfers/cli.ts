@@ -1,0 +1,34 @@
+import type pg from "pg";
+
+/** One line of `hub transfers list`: an outbox item and what it is about. */
+export interface TransferListRow {
+  id: string;
+  kind: string;
+  status: string;
+  casino: string;
+  /** The withdrawal request id, or the casino's transfer id. */
+  subject: string | null;
+  amount: number | null;
+  currency_key: string | null;
+  attempts: number;
+  last_error: string | null;
+  next_attempt_at: Date;
+  updated_at: Date;
+}
+
+/** Every item still PENDING or FAILED, then the `done` most recent DONE ones, newest first. */
+export async function listTransfers(pool: Pick<pg.Pool, "query">, done = 100): Promise<TransferListRow[]> {
+  const { rows } = await pool.query<TransferListRow>(
+    `select j.id, j.kind, j.status, c.name as casino, coalesce(j.withdrawal_request_id::text, j.mp_transfer_id) as subject,
+            coalesce(r.amount, d.amount) as amount, coalesce(r.currency_key, d.currency_key) as currency_key,
+            j.attempts, j.last_error, j.next_attempt_at, j.updated_at
+       from (select * from hub.transfer_job where status <> 'DONE'
+             union all (select * from hub.transfer_job where status = 'DONE' order by updated_at desc limit $1)) j
+       join hub.casino c on c.id = j.casino_id
+       left join hub.withdrawal_request r on r.id = j.withdrawal_request_id
+       left join hub.deposit d on j.kind = 'ACKNOWLEDGE' and d.casino_id = j.casino_id and d.mp_transfer_id = j.mp_transfer_id
+      order by (j.status = 'DONE'), j.updated_at desc`,
+    [done],
+  );
+  return rows;
+}

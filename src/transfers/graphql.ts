@@ -1,0 +1,330 @@
+import { GraphQLError } from "graphql";
+import { access, context, sideEffect } from "grafast";
+import { extendSchema, gql } from "graphile-utils";
+import type pg from "pg";
+import type { Identity } from "../auth/identity.js";
+import { withPgPoolTransaction } from "../db/pools.js";
+import { describeValue, ErrorCode } from "../errors.js";
+import { clientError } from "../graphql/client-error.js";
+import { classifyClientInputError } from "../graphql/mask-error.js";
+import { logger } from "../logger.js";
+import * as parse from "../parse.js";
+import { OutcomeUnknownError } from "./connector.js";
+import { connectorForCasino } from "./connectors.js";
+import { checkIncoming, recordDeposit, TransferRefusal } from "./deposits.js";
+import { transferOptions, wakeWorkers } from "./runtime.js";
+import { completeWithdrawal, loadWithdrawal, refundWithdrawal, requestWithdrawal, transferEndpoint } from "./withdrawals.js";
+
+/**
+ * Money in and out through GraphQL: hubRecordDeposit (a casino backend pushes
+ * a deposit), hubWithdraw (a player), hubSetCasinoTransfers, hubRetryWithdrawal
+ * and hubRefundWithdrawal (operators). The rows themselves (HubDeposit,
+ * HubWithdrawalRequest, HubWithdrawal, HubTransferJob) are tables PostGraphile
+ * exposes under row-level security.
+ */
+
+function operatorActor(identity: Identity | undefined): string {
+  if (identity?.kind !== "operator") {
+    throw clientError(identity ? ErrorCode.FORBIDDEN : ErrorCode.UNAUTHENTICATED, "Unauthorized: this mutation needs an operator API key (Authorization: apikey:<key>).");
+  }
+  return `api_key:${identity.apiKeyId}`;
+}
+
+function wholeAmount(field: string, amount: unknown): number {
+  const parsed = parse.amount(amount);
+  if ("expected" in parsed) {
+    throw clientError(ErrorCode.INVALID_AMOUNT, `${field} must be ${parsed.expected}; received ${describeValue(amount)}. Amounts are whole base units of the currency, so 1 is the smallest.`);
+  }
+  return parsed.value;
+}
+
+function uuidArg(field: string, value: unknown): string {
+  if (typeof value !== "string" || !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(value)) {
+    throw clientError(ErrorCode.BAD_USER_INPUT, `${field} must be a UUID; received ${describeValue(value)}.`);
+  }
+  return value.toLowerCase();
+}
+
+/** Database refusals a client can act on keep their code; everything else is the server's fault. */
+async function guarded<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (error) {
+    if (error instanceof GraphQLError) throw error;
+    if (error instanceof TransferRefusal) {
+      if (error.code === ErrorCode.TRANSFER_MISMATCH) logger.error({ code: error.code }, error.message);
+      else logger.info({ code: error.code }, error.message);
+      throw clientError(error.code, error.message);
+    }
+    const known = classifyClientInputError(error);
+    if (!known) throw error;
+    const message = known.sqlstate === "P0001" ? String((error as Error).message) : known.message;
+    throw clientError(known.code, message, { sqlstate: known.sqlstate, ...(known.constraint ? { constraint: known.constraint } : {}) });
+  }
+}
+
+interface RecordDepositInput {
+  casinoId: string;
+  mpTransferId: string;
+  uname: string;
+  experience: string;
+  currencyKey: string;
+  amount: number;
+}
+
+async function lockedJob(client: pg.ClientBase, requestId: string): Promise<{ id: string; status: string; casino_id: string }> {
+  let rows: { id: string; status: string; casino_id: string }[];
+  try {
+    ({ rows } = await client.query("select id, status, casino_id from hub.transfer_job where withdrawal_request_id = $1 for update nowait", [requestId]));
+  } catch (error) {
+    if ((error as { code?: string }).code === "55P03") {
+      throw clientError(ErrorCode.TRANSFER_IN_PROGRESS, `Withdrawal ${requestId} is being sent to the casino right now; try again in a moment.`);
+    }
+    throw error;
+  }
+  const job = rows[0];
+  if (!job) throw clientError(ErrorCode.TRANSFER_NOT_FOUND, `No withdrawal request has the id ${requestId}.`);
+  if (job.status !== "PENDING") throw clientError(ErrorCode.TRANSFER_NOT_PENDING, `Withdrawal ${requestId} is no longer pending (its worker item is ${job.status}): nothing to do.`);
+  return job;
+}
+
+export const HubTransfersPlugin = extendSchema((build) => {
+  const resources = build.input.pgRegistry.pgResources;
+  const deposit = resources.hub_deposit;
+  const withdrawalRequest = resources.hub_withdrawal_request;
+  const withdrawal = resources.hub_withdrawal;
+  const job = resources.hub_transfer_job;
+  if (!deposit || !withdrawalRequest || !withdrawal || !job) {
+    throw new Error("HubTransfersPlugin: the transfer tables are missing from the schema (is the `hub` schema migrated?)");
+  }
+  return {
+    typeDefs: gql`
+      input HubRecordDepositInput {
+        casinoId: UUID!
+        "The casino's id of the transfer: the hub credits each (casino, mpTransferId) once."
+        mpTransferId: String!
+        "The player's name at the casino (the player is created when new)."
+        uname: String!
+        "The experience's name (created when new)."
+        experience: String!
+        currencyKey: String!
+        "Whole base units, from 1 to 9007199254740991."
+        amount: Float!
+      }
+      type HubRecordDepositPayload {
+        deposit: HubDeposit
+        "false when this transfer was already recorded: nothing was credited this time."
+        created: Boolean!
+      }
+      input HubWithdrawInput {
+        currencyKey: String!
+        "Whole base units, from 1 to 9007199254740991."
+        amount: Float!
+      }
+      type HubWithdrawPayload {
+        withdrawalRequest: HubWithdrawalRequest
+        withdrawal: HubWithdrawal
+      }
+      input HubSetCasinoTransfersInput {
+        casinoId: UUID!
+        "Connector kind: http (built in) or one given in ServerOptions.transfers.connectors. Default http."
+        connector: String
+        "The casino's transfer URL; default <baseUrl>/hub/transfers."
+        url: String
+        "Fetch incoming transfers from the casino (default true); false: deposits arrive only by hubRecordDeposit."
+        poll: Boolean
+      }
+      type HubSetCasinoTransfersPayload {
+        casinoId: UUID!
+      }
+      input HubWithdrawalActionInput {
+        withdrawalRequestId: UUID!
+      }
+      type HubTransferJobPayload {
+        transferJob: HubTransferJob
+      }
+      type HubRefundWithdrawalPayload {
+        withdrawal: HubWithdrawal
+      }
+      extend type Mutation {
+        "Operators (a casino backend): credit a deposit the casino reports, once per (casinoId, mpTransferId)."
+        hubRecordDeposit(input: HubRecordDepositInput!): HubRecordDepositPayload!
+        "A player: move amount from the balance back to the casino; the hub sends it and retries until the casino answers."
+        hubWithdraw(input: HubWithdrawInput!): HubWithdrawPayload!
+        "Operators: how the hub exchanges transfers with a casino."
+        hubSetCasinoTransfers(input: HubSetCasinoTransfersInput!): HubSetCasinoTransfersPayload!
+        "Operators: make a pending withdrawal due now instead of at its next attempt time."
+        hubRetryWithdrawal(input: HubWithdrawalActionInput!): HubTransferJobPayload!
+        "Operators: give a stuck withdrawal back to the balance, only when the casino says it never applied it (or refused it)."
+        hubRefundWithdrawal(input: HubWithdrawalActionInput!): HubRefundWithdrawalPayload!
+      }
+    `,
+    objects: {
+      Mutation: {
+        plans: {
+          hubRecordDeposit(_parent, fieldArgs) {
+            const $result = sideEffect([fieldArgs.getRaw("input"), context().get("identity"), context().get("superuserPool")], async ([raw, identity, pool]) => {
+              const actor = operatorActor(identity);
+              const input = raw as RecordDepositInput;
+              const casinoId = uuidArg("casinoId", input.casinoId);
+              wholeAmount("amount", input.amount);
+              return guarded(async () => {
+                const transfer = checkIncoming({ id: input.mpTransferId, uname: input.uname, experience: input.experience, currencyKey: input.currencyKey, amount: input.amount });
+                const { rows } = await pool.query("select 1 from hub.casino where id = $1", [casinoId]);
+                if (!rows[0]) throw clientError(ErrorCode.UNKNOWN_CASINO, `No casino has the id ${casinoId}.`);
+                const { deposit: row, created } = await withPgPoolTransaction(pool, (client) => recordDeposit(client, casinoId, transfer, actor));
+                return { depositId: row.id, created };
+              });
+            });
+            return $result;
+          },
+          hubWithdraw(_parent, fieldArgs) {
+            return sideEffect([fieldArgs.getRaw("input"), context().get("identity"), context().get("superuserPool")], async ([raw, identity, pool]) => {
+              if (identity?.kind !== "user") {
+                throw clientError(identity ? ErrorCode.FORBIDDEN : ErrorCode.UNAUTHENTICATED, "Unauthorized: hubWithdraw needs a player's session (Authorization: session:<key>).");
+              }
+              const input = raw as { currencyKey: string; amount: number };
+              const amount = wholeAmount("amount", input.amount);
+              const { user_id, casino_id, experience_id } = identity.session;
+              const endpoint = await transferEndpoint(pool, casino_id);
+              if (!endpoint.reachable) {
+                throw clientError(ErrorCode.TRANSFERS_NOT_CONFIGURED, `hubWithdraw: this session's casino (${casino_id}) has no transfer endpoint, so a withdrawal could not be sent; its operator must give it a base URL or a url with hubSetCasinoTransfers.`);
+              }
+              const requestId = await guarded(() =>
+                withPgPoolTransaction(pool, (client) =>
+                  requestWithdrawal(client, { userId: user_id, casinoId: casino_id, experienceId: experience_id, currencyKey: input.currencyKey, amount, actor: `user:${user_id}` }),
+                ),
+              );
+              wakeWorkers();
+              return { requestId };
+            });
+          },
+          hubSetCasinoTransfers(_parent, fieldArgs) {
+            return sideEffect([fieldArgs.getRaw("input"), context().get("identity"), context().get("superuserPool")], async ([raw, identity, pool]) => {
+              operatorActor(identity);
+              const input = raw as { casinoId: string; connector?: string | null; url?: string | null; poll?: boolean | null };
+              const casinoId = uuidArg("casinoId", input.casinoId);
+              const connector = input.connector ?? "http";
+              if (connector !== "http" && !transferOptions().connectors[connector]) {
+                throw clientError(ErrorCode.BAD_USER_INPUT, `connector must be "http" or one of ServerOptions.transfers.connectors (${Object.keys(transferOptions().connectors).join(", ") || "none configured"}); received ${describeValue(connector)}.`);
+              }
+              if (input.url != null && "expected" in parse.httpUrl(input.url)) {
+                throw clientError(ErrorCode.BAD_USER_INPUT, `url must be an http:// or https:// URL; received ${describeValue(input.url)}.`);
+              }
+              const poll = input.poll ?? true;
+              return guarded(() =>
+                withPgPoolTransaction(pool, async (client) => {
+                  const { rows } = await client.query<{ base_url: string | null }>("select base_url from hub.casino where id = $1", [casinoId]);
+                  if (!rows[0]) throw clientError(ErrorCode.UNKNOWN_CASINO, `No casino has the id ${casinoId}.`);
+                  if (connector === "http" && input.url == null && rows[0].base_url === null) {
+                    throw clientError(ErrorCode.TRANSFERS_NOT_CONFIGURED, `Casino ${casinoId} has no base URL, so the http connector has nowhere to go: give url (its transfer endpoint).`);
+                  }
+                  await client.query(
+                    `insert into hub.casino_transfer_config (casino_id, connector, url, poll) values ($1, $2, $3, $4)
+                     on conflict (casino_id) do update set connector = excluded.connector, url = excluded.url, poll = excluded.poll, updated_at = now()`,
+                    [casinoId, connector, input.url ?? null, poll],
+                  );
+                  if (poll) {
+                    await client.query(
+                      `insert into hub.transfer_job (kind, casino_id) values ('POLL', $1)
+                       on conflict (casino_id) where kind = 'POLL' do update set status = 'PENDING', next_attempt_at = now(), updated_at = now()`,
+                      [casinoId],
+                    );
+                  } else {
+                    await client.query("update hub.transfer_job set status = 'DONE', updated_at = now() where kind = 'POLL' and casino_id = $1", [casinoId]);
+                  }
+                  wakeWorkers();
+                  return { casinoId };
+                }),
+              );
+            });
+          },
+          hubRetryWithdrawal(_parent, fieldArgs) {
+            const $result = sideEffect([fieldArgs.getRaw("input"), context().get("identity"), context().get("superuserPool")], async ([raw, identity, pool]) => {
+              operatorActor(identity);
+              const requestId = uuidArg("withdrawalRequestId", (raw as { withdrawalRequestId: unknown }).withdrawalRequestId);
+              const jobId = await guarded(() =>
+                withPgPoolTransaction(pool, async (client) => {
+                  const job = await lockedJob(client, requestId);
+                  await client.query("update hub.transfer_job set next_attempt_at = now(), updated_at = now() where id = $1", [job.id]);
+                  return job.id;
+                }),
+              );
+              wakeWorkers();
+              return { jobId };
+            });
+            return $result;
+          },
+          hubRefundWithdrawal(_parent, fieldArgs) {
+            return sideEffect([fieldArgs.getRaw("input"), context().get("identity"), context().get("superuserPool")], async ([raw, identity, pool]) => {
+              const actor = operatorActor(identity);
+              const requestId = uuidArg("withdrawalRequestId", (raw as { withdrawalRequestId: unknown }).withdrawalRequestId);
+              return guarded(() =>
+                withPgPoolTransaction(pool, async (client) => {
+                  // Holding the item's lock keeps every worker from sending it meanwhile.
+                  const job = await lockedJob(client, requestId);
+                  const { rows } = await client.query<{ open: boolean; expires_at: Date }>(
+                    "select expires_at + $2 * interval '1 millisecond' > now() as open, expires_at from hub_hidden.withdrawal_send_window where withdrawal_request_id = $1",
+                    [requestId, transferOptions().clockSkewMs],
+                  );
+                  if (rows[0]?.open) {
+                    // Sending stops until the window has closed, so that a refund asked again then can be decided.
+                    const { rows: paused } = await client.query<{ until: Date }>(
+                      `update hub.transfer_job set next_attempt_at = greatest(next_attempt_at, $2::timestamptz + $3 * interval '1 millisecond'), updated_at = now()
+                        where id = $1 returning next_attempt_at as until`,
+                      [job.id, rows[0].expires_at, transferOptions().clockSkewMs + 100],
+                    );
+                    return {
+                      refusal: `Withdrawal ${requestId} was not refunded: its last send may still reach the casino until ${rows[0].expires_at.toISOString()} (plus ${transferOptions().clockSkewMs} ms of allowed clock difference). Sending is paused until ${paused[0]!.until.toISOString()}: ask again after that.`,
+                    };
+                  }
+                  const connector = await connectorForCasino(client, job.casino_id, transferOptions());
+                  let found;
+                  try {
+                    found = await connector.lookup(requestId);
+                  } catch (error) {
+                    if (!(error instanceof OutcomeUnknownError)) throw error;
+                    throw clientError(ErrorCode.CASINO_UNREACHABLE, `Withdrawal ${requestId} was not refunded: the casino could not say whether it applied it (${error.message}).`);
+                  }
+                  const w = (await loadWithdrawal(client, requestId))!;
+                  if (found.status === "COMPLETED") {
+                    await completeWithdrawal(client, requestId, found.mpTransferId);
+                    // The completion is recorded (committed below) even though the refund is refused.
+                    return { refusal: `Withdrawal ${requestId} was not refunded: the casino applied it as its transfer ${found.mpTransferId}; it is now recorded as COMPLETED.` };
+                  }
+                  await refundWithdrawal(client, w, actor, found.status === "REFUSED" ? `the casino refused it: ${found.reason}` : "the casino never applied it (operator refund)");
+                  return { withdrawalId: requestId };
+                }),
+              ).then((result) => {
+                if ("refusal" in result) throw clientError(ErrorCode.TRANSFER_REFUND_UNSAFE, result.refusal!);
+                return result;
+              });
+            });
+          },
+        },
+      },
+      HubRecordDepositPayload: {
+        plans: {
+          deposit: ($result: any) => deposit.get({ id: access($result, "depositId") }),
+          created: ($result: any) => access($result, "created"),
+        },
+      },
+      HubWithdrawPayload: {
+        plans: {
+          withdrawalRequest: ($result: any) => withdrawalRequest.get({ id: access($result, "requestId") }),
+          withdrawal: ($result: any) => withdrawal.get({ withdrawal_request_id: access($result, "requestId") }),
+        },
+      },
+      HubTransferJobPayload: {
+        plans: {
+          transferJob: ($result: any) => job.get({ id: access($result, "jobId") }),
+        },
+      },
+      HubRefundWithdrawalPayload: {
+        plans: {
+          withdrawal: ($result: any) => withdrawal.get({ withdrawal_request_id: access($result, "withdrawalId") }),
+        },
+      },
+    },
+  };
+}, "HubTransfersPlugin");

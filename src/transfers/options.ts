@@ -1,0 +1,68 @@
+import type { ConnectorFactory } from "./connector.js";
+
+/** ServerOptions.transfers: how the transfer worker runs. */
+export interface TransferOptions {
+  /** Run the worker in this instance (default true). Every instance may run one. */
+  worker?: boolean;
+  /** How often an idle worker looks for due work, ms (default 500). */
+  pollIntervalMs?: number;
+  /** Pause between two fetches of a polled casino's incoming transfers, ms (default 2000). */
+  casinoPollIntervalMs?: number;
+  /** Time limit of each call to a casino, ms (default 10000). */
+  requestTimeoutMs?: number;
+  /** First retry delay after an unknown outcome, doubled per attempt, ms (default 1000). */
+  backoffBaseMs?: number;
+  /** Longest retry delay, ms (default 60000). */
+  backoffMaxMs?: number;
+  /** Items one worker processes at once (default 4). */
+  concurrency?: number;
+  /** Allowed difference between the hub's and a casino's clocks, ms (default 30000): a refund waits this long past a send's expiry. */
+  clockSkewMs?: number;
+  /** More connector kinds, by name (hub.casino_transfer_config.connector); "http" is built in. */
+  connectors?: Record<string, ConnectorFactory>;
+}
+
+export type ResolvedTransferOptions = Required<TransferOptions>;
+
+export const DEFAULT_TRANSFER_OPTIONS: Omit<ResolvedTransferOptions, "connectors"> = {
+  worker: true,
+  pollIntervalMs: 500,
+  casinoPollIntervalMs: 2000,
+  requestTimeoutMs: 10_000,
+  backoffBaseMs: 1000,
+  backoffMaxMs: 60_000,
+  concurrency: 4,
+  clockSkewMs: 30_000,
+};
+
+const NUMBERS = ["pollIntervalMs", "casinoPollIntervalMs", "requestTimeoutMs", "backoffBaseMs", "backoffMaxMs", "concurrency", "clockSkewMs"] as const;
+
+/** What was expected, or undefined when the value is acceptable (options.ts reports it). */
+export function checkTransferOptions(value: unknown): string | undefined {
+  const expected = `an object with any of worker (boolean), ${NUMBERS.join(", ")} (whole numbers ≥ 0; concurrency ≥ 1) and connectors ({ name: (settings) => CasinoConnector })`;
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return expected;
+  for (const [key, v] of Object.entries(value)) {
+    if (v === undefined) continue;
+    if (key === "worker") {
+      if (typeof v !== "boolean") return expected;
+    } else if ((NUMBERS as readonly string[]).includes(key)) {
+      if (typeof v !== "number" || !Number.isSafeInteger(v) || v < (key === "concurrency" ? 1 : 0)) return expected;
+    } else if (key === "connectors") {
+      if (typeof v !== "object" || v === null || !Object.values(v).every((f) => typeof f === "function")) return expected;
+    } else {
+      return expected;
+    }
+  }
+  return undefined;
+}
+
+export function resolveTransferOptions(options: TransferOptions | undefined): ResolvedTransferOptions {
+  const defined = Object.fromEntries(Object.entries(options ?? {}).filter(([, v]) => v !== undefined));
+  return { ...DEFAULT_TRANSFER_OPTIONS, connectors: {}, ...defined } as ResolvedTransferOptions;
+}
+
+/** The retry delay after `attempts` failed attempts: doubling from backoffBaseMs, capped, with ±20% jitter so instances spread out. */
+export function backoffMs(options: ResolvedTransferOptions, attempts: number): number {
+  const raw = Math.min(options.backoffMaxMs, options.backoffBaseMs * 2 ** Math.min(30, Math.max(0, attempts - 1)));
+  return Math.round(raw * (0.8 + Math.random() * 0.4));
+}
