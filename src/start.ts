@@ -11,11 +11,8 @@ import { migrate } from "./db/migrate.js";
 import { validateOptions, type ServerOptions } from "./options.js";
 import { makePreset } from "./graphql/preset.js";
 import { defaultPlugins } from "./graphql/default-plugins.js";
-import { createFastify } from "../adapters/fastify.js";
-import { grafservRequestInfo, mountGraphQL } from "../adapters/grafserv.js";
 import { addAuthHook } from "../adapters/auth.js";
 import { addOverloadHook } from "../adapters/overload.js";
-import { createExpressApp, mountExpressApp } from "../adapters/express.js";
 import { createIdentityResolver } from "./auth/resolver.js";
 import { DEFAULT_QUERY_LIMITS } from "./graphql/query-limits.js";
 import { listenForCredentialChanges } from "./db/credential-events.js";
@@ -62,6 +59,24 @@ async function closeWithin(app: import("fastify").FastifyInstance, timeoutMs: nu
   }
 }
 
+/**
+ * The HTTP side (Fastify, grafserv's Fastify adapter, Express when there is a
+ * configureApp) is needed only once the schema is built, and loading it is
+ * most of what start-up loads besides PostGraphile. Loaded from the start of
+ * startAndListen, it loads while Postgres answers the connections, the
+ * migrations check and the introspection, instead of before them.
+ */
+function loadHttpModules(withExpress: boolean) {
+  const modules = {
+    grafserv: import("../adapters/grafserv.js"),
+    fastify: import("../adapters/fastify.js"),
+    express: withExpress ? import("../adapters/express.js") : Promise.resolve(undefined),
+  };
+  // Each is awaited where it is needed; a start that fails before must not leave a rejection unhandled.
+  for (const loading of Object.values(modules)) loading.catch(() => undefined);
+  return modules;
+}
+
 /** Undo what a failed start had already done, in reverse order. */
 async function unwind(steps: (() => Promise<unknown>)[], log: Logger): Promise<void> {
   for (const step of steps.reverse()) {
@@ -87,6 +102,7 @@ export async function startAndListen(
 
   const cleanup: (() => Promise<unknown>)[] = [];
   let opened: OpenedDatabase | undefined;
+  const httpModules = loadHttpModules(options.configureApp !== undefined);
   try {
     const db = await openDatabase(config, log);
     opened = db;
@@ -110,6 +126,7 @@ export async function startAndListen(
       queue: options.perIdentityQueue ?? DEFAULT_IDENTITY_LIMITS.queue,
       waitMs: pools.superuser.options.connectionTimeoutMillis ?? 10_000,
     });
+    const { grafservRequestInfo, mountGraphQL } = await httpModules.grafserv;
     const preset = makePreset({
       // The playground mutation depends on configuration, not on the plugin list.
       plugins: [...(options.plugins ?? defaultPlugins), ...(config.playground ? [HubPlaygroundPlugin] : [])],
@@ -145,7 +162,8 @@ export async function startAndListen(
       log.info({ file }, "wrote the GraphQL schema SDL");
     }
 
-    const expressApp = options.configureApp ? await createExpressApp(options.configureApp, pools.superuser) : undefined;
+    const [{ createFastify }, expressAdapter] = await Promise.all([httpModules.fastify, httpModules.express]);
+    const expressApp = options.configureApp && expressAdapter ? await expressAdapter.createExpressApp(options.configureApp, pools.superuser) : undefined;
     const app = createFastify({
       logger: log,
       stats,
@@ -162,7 +180,7 @@ export async function startAndListen(
     // Registered last so it runs first: stop accepting and finish in-flight requests before anything they use closes.
     cleanup.push(() => closeWithin(app, options.shutdownTimeoutMs ?? 10_000, log));
     await mountGraphQL(app, pgl);
-    if (expressApp) await mountExpressApp(app, expressApp.app, stats, identityLimiter.poolFor);
+    if (expressApp && expressAdapter) await expressAdapter.mountExpressApp(app, expressApp.app, stats, identityLimiter.poolFor);
     await app.listen({ port: config.port, host: config.host });
     const address = app.server.address();
     const port = typeof address === "object" && address ? address.port : config.port;
