@@ -17,7 +17,7 @@
  *   overload  the per-identity admission hook
  *   classes   requests and responses built with the Express app's prototypes
  *   express   the bench's configureApp mounted behind the hub's bridge (implies classes)
- *   front     all of the above through the hub's own createFastify (adapters/fastify.ts)
+ *   front     logger, ids, http and stats together, through the hub's own createFastify (adapters/fastify.ts)
  */
 import "../lib/child-prelude.js";
 import "../../dist/src/prelude.js";
@@ -41,7 +41,8 @@ import { createServerStats } from "../../dist/src/stats.js";
 const KNOWN = ["logger", "ids", "http", "stats", "auth", "overload", "classes", "express", "front"];
 const features = new Set((process.env.BENCH_BARE_WITH ?? "").split(",").filter(Boolean));
 for (const f of features) if (!KNOWN.includes(f)) throw new Error(`BENCH_BARE_WITH: unknown ${JSON.stringify(f)}; known: ${KNOWN.join(", ")}`);
-const has = (f: string) => features.has(f) || features.has("front");
+const FRONT = ["logger", "ids", "http", "stats"];
+const has = (f: string) => features.has(f) || (features.has("front") && FRONT.includes(f));
 
 const { db, pgl, pools, log, close } = await attachToBenchDatabase();
 const serv = pgl.createServ(grafserv);
