@@ -62,9 +62,9 @@ async function closeWithin(app: import("fastify").FastifyInstance, timeoutMs: nu
 /**
  * The HTTP side (Fastify, grafserv's Fastify adapter, Express when there is a
  * configureApp) is needed only once the schema is built, and loading it is
- * most of what start-up loads besides PostGraphile. Loaded from the start of
- * startAndListen, it loads while Postgres answers the connections, the
- * migrations check and the introspection, instead of before them.
+ * most of what start-up loads besides PostGraphile. It is loaded once the
+ * introspection query has gone out, so Node loads it while Postgres works on
+ * that query, instead of before.
  */
 function loadHttpModules(withExpress: boolean) {
   const modules = {
@@ -102,7 +102,6 @@ export async function startAndListen(
 
   const cleanup: (() => Promise<unknown>)[] = [];
   let opened: OpenedDatabase | undefined;
-  const httpModules = loadHttpModules(options.configureApp !== undefined);
   try {
     const db = await openDatabase(config, log);
     opened = db;
@@ -126,14 +125,15 @@ export async function startAndListen(
       queue: options.perIdentityQueue ?? DEFAULT_IDENTITY_LIMITS.queue,
       waitMs: pools.superuser.options.connectionTimeoutMillis ?? 10_000,
     });
-    const { grafservRequestInfo, mountGraphQL } = await httpModules.grafserv;
+    // Read per request, so only once the server runs: by then the adapter (loaded below) is there.
+    let requestInfo: typeof import("../adapters/grafserv.js").grafservRequestInfo | undefined;
     const preset = makePreset({
       // The playground mutation depends on configuration, not on the plugin list.
       plugins: [...(options.plugins ?? defaultPlugins), ...(config.playground ? [HubPlaygroundPlugin] : [])],
       extraPgSchemas: options.extraPgSchemas ?? [],
       graphqlPool: pools.graphql,
       pipelinedPg: PIPELINED_GRAPHQL,
-      requestInfo: grafservRequestInfo,
+      requestInfo: (requestContext) => requestInfo!(requestContext),
       superuserPool: pools.superuser,
       superuserPoolFor: identityLimiter.poolFor,
       graphiql: options.graphiql ?? config.nodeEnv !== "production",
@@ -154,7 +154,11 @@ export async function startAndListen(
     const credentialEvents = listenForCredentialChanges(urls.superuserDatabaseUrl, () => resolver.clear(), log);
     cleanup.push(() => credentialEvents.close());
     credentialEvents.ready.catch(() => undefined); // awaited below, after the schema
-    const { schema } = await pgl.getSchemaResult();
+    const schemaResult = pgl.getSchemaResult();
+    const httpModules = loadHttpModules(options.configureApp !== undefined);
+    const { schema } = await schemaResult;
+    const { grafservRequestInfo, mountGraphQL } = await httpModules.grafserv;
+    requestInfo = grafservRequestInfo;
     if (options.exportSchemaSDLPath) {
       const file = path.resolve(options.exportSchemaSDLPath);
       await fsp.mkdir(path.dirname(file), { recursive: true });
