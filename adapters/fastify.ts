@@ -4,7 +4,7 @@ import diagnosticsChannel from "node:diagnostics_channel";
 import type { ServerOptions } from "node:http";
 import type { Logger } from "../src/logger.js";
 import type { ResponseKind, ServerStatsRecorder } from "../src/stats.js";
-import { lazyChildLoggerFactory } from "./request-logger.js";
+import { lazyChildLoggerFactory, RequestLogController } from "./request-logger.js";
 
 declare module "fastify" {
   interface FastifyContextConfig {
@@ -59,6 +59,7 @@ export function createFastify(options: FastifyOptions): FastifyInstance {
     requestIdHeader: "x-request-id",
     genReqId: () => randomUUID(),
     childLoggerFactory: lazyChildLoggerFactory,
+    logController: new RequestLogController(),
     return503OnClosing: true,
     forceCloseConnections: "idle",
     routerOptions: { ignoreTrailingSlash: true },

@@ -1,4 +1,4 @@
-import type { FastifyBaseLogger } from "fastify";
+import { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from "fastify";
 import type { Bindings, ChildLoggerOptions, LevelWithSilentOrString } from "pino";
 
 type Level = "fatal" | "error" | "warn" | "info" | "debug" | "trace";
@@ -77,4 +77,28 @@ export class LazyRequestLogger implements FastifyBaseLogger {
 
 export function lazyChildLoggerFactory(logger: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions): FastifyBaseLogger {
   return new LazyRequestLogger(logger, bindings, options);
+}
+
+/**
+ * Fastify's two lines per request ("incoming request", "request completed")
+ * only when `info` is on for the request. Fastify builds their objects and
+ * reads the response time before the logger drops them by level; above `info`
+ * that was most of what a logger cost a request the hub answers without
+ * logging anything. Errors are still logged as Fastify logs them: a failed
+ * request's completion at error level, the default error handler's lines
+ * (they go through other methods, untouched here).
+ */
+const infoEnabled = (log: FastifyBaseLogger): boolean =>
+  (log as FastifyBaseLogger & { isLevelEnabled?: (l: string) => boolean }).isLevelEnabled?.("info") ?? true;
+
+export class RequestLogController extends LogController {
+  override incomingRequest(request: FastifyRequest, reply: FastifyReply, metadata?: Record<string, unknown>): void {
+    if (!infoEnabled(request.log)) return;
+    super.incomingRequest(request, reply, metadata);
+  }
+
+  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply, metadata?: Record<string, unknown>): void {
+    if (!error && !infoEnabled(request.log)) return;
+    super.requestCompleted(error, request, reply, metadata);
+  }
 }

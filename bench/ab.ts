@@ -10,12 +10,14 @@
  *
  *   npm run build && node --import tsx bench/ab.ts [--targets hub,bare,baseline,fastify-express] [--scenarios typename,health] [--rounds 6] [--duration 3]
  */
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { Target } from "./lib/target.js";
 import { runLoad } from "./lib/load.js";
+import { comparisonMarkdown } from "./lib/profile.js";
 import type { HttpRequest } from "./lib/scenarios.js";
 import { SERVER_ENV, median } from "./lib/util.js";
 
@@ -26,6 +28,10 @@ const { values: opts } = parseArgs({
     rounds: { type: "string", default: "6" },
     duration: { type: "string", default: "3" },
     connections: { type: "string", default: "10" },
+    /** After the rounds, one run per target under the CPU profiler; hub vs each other target in DIR/ab-profile.md. */
+    profile: { type: "string" },
+    /** Pin the targets (all their threads) to the last core and this process (autocannon) to the others. */
+    pin: { type: "boolean", default: false },
   },
 });
 const scripts: Record<string, string> = {
@@ -40,7 +46,10 @@ const requests: Record<string, HttpRequest> = {
 };
 const names = opts.targets.split(",");
 const scenarioIds = opts.scenarios.split(",");
-for (const name of names) if (!scripts[name]) throw new Error(`--targets: unknown target ${JSON.stringify(name)}; known: ${Object.keys(scripts).join(", ")}`);
+// bare+logger+ids…: the bare reference plus some of the hub's own pieces (bench/bare/server.ts).
+const scriptOf = (name: string) => scripts[name] ?? (name.startsWith("bare+") ? scripts.bare : undefined);
+const envOf = (name: string): Record<string, string> => (name.startsWith("bare+") ? { BENCH_BARE_WITH: name.slice("bare+".length).replaceAll("+", ",") } : {});
+for (const name of names) if (!scriptOf(name)) throw new Error(`--targets: unknown target ${JSON.stringify(name)}; known: ${Object.keys(scripts).join(", ")}`);
 for (const id of scenarioIds) if (!requests[id]) throw new Error(`--scenarios: unknown scenario ${JSON.stringify(id)}; known: ${Object.keys(requests).join(", ")}`);
 if (names[0] !== "hub") throw new Error("--targets: the first must be hub (it starts the embedded Postgres the others attach to)");
 
@@ -50,9 +59,11 @@ const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "hub-ab-"));
 const targets: Array<{ name: string; target: Target }> = [];
 try {
   for (const name of names) {
-    const target = await Target.start(name === "baseline" ? "baseline" : "hub", scripts[name]!, { ...SERVER_ENV, BENCH_DATA_DIR: dataDir });
+    const target = await Target.start(name === "baseline" ? "baseline" : "hub", scriptOf(name)!, { ...SERVER_ENV, ...envOf(name), BENCH_DATA_DIR: dataDir });
     targets.push({ name, target });
+    if (opts.pin) execFileSync("taskset", ["-a", "-cp", String(os.cpus().length - 1), String(target.child.pid)], { stdio: "ignore" });
   }
+  if (opts.pin) execFileSync("taskset", ["-a", "-cp", `0-${Math.max(0, os.cpus().length - 2)}`, String(process.pid)], { stdio: "ignore" });
   const ok = (id: string) => (id === "typename" ? (b: string) => b === '{"data":{"__typename":"Query"}}' : (b: string) => b.includes('"ok"'));
   for (const id of scenarioIds) {
     const runs = targets.map(() => ({ rps: [] as number[], cpu: [] as number[] }));
@@ -74,8 +85,24 @@ try {
       const ratios = baselineIndex < 0 ? [] : rps.map((r, round) => r / runs[baselineIndex]!.rps[round]!);
       const ratio = ratios.length ? `  ${median(ratios).toFixed(2)}× baseline (rounds ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})` : "";
       process.stdout.write(
-        `${id} ${name.padEnd(15)} ${Math.round(median(rps)).toString().padStart(6)} req/s (rounds ${Math.round(Math.min(...rps))}–${Math.round(Math.max(...rps))})${ratio}  ${Math.round(median(cpu)).toString().padStart(4)} µs/req  (rounds: ${cpu.map(Math.round).join(" ")} µs)\n`,
+        `${id} ${name.padEnd(24)} ${Math.round(median(rps)).toString().padStart(6)} req/s (rounds ${Math.round(Math.min(...rps))}–${Math.round(Math.max(...rps))})${ratio}  ${Math.round(median(cpu)).toString().padStart(4)} µs/req, min ${Math.round(Math.min(...cpu))}  (rounds: ${cpu.map(Math.round).join(" ")} µs)\n`,
       );
+    }
+    if (opts.profile) {
+      const dir = path.resolve(opts.profile);
+      const profiled: Array<{ name: string; file: string; responses: number }> = [];
+      for (const { name, target } of targets) {
+        const file = path.join(dir, `${id}.${name}.cpuprofile`);
+        await target.profileStart();
+        const r = await runLoad(target, requests[id]!, { connections: Number(opts.connections), durationS: Number(opts.duration), verify: ok(id) });
+        await target.profileStop(file);
+        profiled.push({ name, file, responses: r.responses });
+      }
+      const [hub, ...others] = profiled;
+      const md = others.map((o) => comparisonMarkdown(`${id}: hub vs ${o.name} (the "baseline" columns are ${o.name})`, hub!, o, 40)).join("\n");
+      fs.mkdirSync(dir, { recursive: true });
+      fs.writeFileSync(path.join(dir, `ab-profile-${id}.md`), md);
+      process.stdout.write(`profiles and their comparison in ${dir}\n`);
     }
   }
   process.stdout.write(`load average after: ${load()}\n`);

@@ -8,6 +8,7 @@
  *
  * Writes bench/results/latest.md and prints it. See bench/README.md.
  */
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -38,6 +39,8 @@ const HELP = `npm run bench -- [options]
   --identity-requests N  requests per part of the identity-cache evidence (default 2000)
   --profile              after the timed rounds, one extra run per scenario and target under the
                          CPU profiler; profiles in bench/results/profiles/, summary in bench/results/profile.md
+  --pin                  pin the target servers (all threads) to the last core and the bench
+                         (autocannon) to the others; the report says whether it was on
   --baseline-graphql-first  mount GraphQL before configureApp's middleware in the baseline
   --out FILE             report file (default bench/results/latest.md)
   --verbose              show the target servers' own output
@@ -56,6 +59,7 @@ const { values: opts } = parseArgs({
     "skip-identity": { type: "boolean", default: false },
     "identity-requests": { type: "string", default: "2000" },
     profile: { type: "boolean", default: false },
+    pin: { type: "boolean", default: false },
     "baseline-graphql-first": { type: "boolean", default: false },
     out: { type: "string", default: "bench/results/latest.md" },
     verbose: { type: "boolean", default: false },
@@ -140,6 +144,13 @@ function tmpDir(prefix: string): string {
   return dir;
 }
 
+/** --pin: the servers on the last core, this process (autocannon) on the others. */
+function pinTargets(list: Target[]): void {
+  const last = os.cpus().length - 1;
+  for (const t of list) execFileSync("taskset", ["-a", "-cp", String(last), String(t.child.pid)], { stdio: "ignore" });
+  execFileSync("taskset", ["-a", "-cp", `0-${Math.max(0, last - 1)}`, String(process.pid)], { stdio: "ignore" });
+}
+
 // ---------------------------------------------------------------------------
 
 function version(pkg: string): string {
@@ -197,8 +208,8 @@ function compareSchemas(hubFile: string, baselineFile: string): void {
   log(`schemas identical on both targets (${a.length} characters of SDL)`);
 }
 
-async function checkScenario(s: Scenario, f: Fixtures, hub: Target, baseline: Target): Promise<void> {
-  for (const t of [hub, baseline]) {
+async function checkScenario(s: Scenario, f: Fixtures, measured: Target[]): Promise<void> {
+  for (const t of measured) {
     const req = s.request(f);
     const res = await fetchOnce(t.url, req);
     const problem = s.check(res.status, res.body, f);
@@ -208,7 +219,7 @@ async function checkScenario(s: Scenario, f: Fixtures, hub: Target, baseline: Ta
 }
 
 const fmtRun = (r: RunResult) =>
-  `${r.rps.toFixed(0).padStart(6)} req/s  p99 ${r.p99Ms.toFixed(1).padStart(6)} ms  CPU ${r.cpuUsPerReq.toFixed(0).padStart(5)} µs/req (Postgres ${r.pgCpuUsPerReq.toFixed(0).padStart(4)})  rss ${(r.rssBytes / 1048576).toFixed(0)} MiB` +
+  `${r.rps.toFixed(0).padStart(6)} req/s  p99 ${r.p99Ms.toFixed(1).padStart(6)} ms  CPU ${r.cpuUsPerReq.toFixed(0).padStart(5)} µs/req (Postgres ${r.pgCpuUsPerReq.toFixed(0).padStart(4)}, ${r.pgRoundTripsPerReq.toFixed(2)} round trips)  rss ${(r.rssBytes / 1048576).toFixed(0)} MiB` +
   (r.errors + r.timeouts + r.non2xx + r.mismatches ? `  FAILURES: ${r.errors} errors, ${r.timeouts} timeouts, ${r.non2xx} non-2xx, ${r.mismatches} bad bodies` : "");
 
 /** How long the first warm start stays idle for its settled RSS. */
@@ -257,24 +268,34 @@ async function main(): Promise<void> {
   );
   targets.push(baseline);
   log(`  baseline at ${baseline.url}`);
+  // The reference for the hub's own cost: bare Fastify + grafserv, same preset (bench/bare/server.ts).
+  let bare: Target | undefined;
+  if (scenarios.some((s) => s.bareTargetRatio !== undefined)) {
+    bare = await Target.start("bare", "bench/bare/server.ts", { BENCH_DATA_DIR: dataDir }, 120_000, opts.verbose);
+    targets.push(bare);
+    log(`  bare at ${bare.url}`);
+  }
+  if (opts.pin) pinTargets([hub, baseline, ...(bare ? [bare] : [])]);
 
   pool = new pg.Pool({ connectionString: hub.superuserDatabaseUrl, max: 2, application_name: "hub-bench" });
   const machine = await describeMachine(pool);
   machine.loadBefore = loadBefore;
   compareSchemas(schemaFiles.hub, schemaFiles.baseline);
-  const fixtures = await seed(pool);
+  // One makeCoinflip player per connection (bench/lib/seed.ts says why).
+  const fixtures = await seed(pool, connections);
   if (scenarios.some((s) => s.fair)) {
     log("seeding the outcome bet players (balances, bankrolls, hash chains)…");
     fixtures.fair = await seedFair(pool);
   }
   const postgresCpu = postgresCpuSampler(dataDir);
 
-  // 3. Scenarios: check, warm up (discarded), then rounds interleaved hub, baseline.
+  // 3. Scenarios: check, warm up (discarded), then rounds interleaved hub, baseline(, bare).
   const results: ScenarioResult[] = [];
   const profiled: { scenario: Scenario; files: Record<"hub" | "baseline", string>; responses: Record<"hub" | "baseline", number> }[] = [];
   for (const s of scenarios) {
     log(`\n${s.title}`);
-    await checkScenario(s, fixtures, hub, baseline);
+    const measured = [hub, baseline, ...(bare && s.bareTargetRatio !== undefined ? [bare] : [])];
+    await checkScenario(s, fixtures, measured);
     const req = s.request(fixtures);
     const load = {
       connections: s.connections ?? connections,
@@ -283,32 +304,25 @@ async function main(): Promise<void> {
       postgresCpu,
       ...(s.perConnection ? { perConnection: (i: number) => s.perConnection!(fixtures, i) } : {}),
     };
-    // Lock waits of a timed run, sampled on the bench's own connection.
-    const timed = async (t: Target): Promise<[RunResult, LockStats | undefined]> => {
-      const sampler = s.sampleLocks ? sampleLocks(pool!) : undefined;
-      const run = await runLoad(t, req, load);
-      return [run, await sampler?.stop()];
-    };
-    const warmup = {
-      hub: await runLoad(hub, req, { ...load, durationS: warmupS }),
-      baseline: await runLoad(baseline, req, { ...load, durationS: warmupS }),
-    };
-    log(`  warm-up  hub      ${fmtRun(warmup.hub)}`);
-    log(`  warm-up  baseline ${fmtRun(warmup.baseline)}`);
-    const result: ScenarioResult = { scenario: s, warmup, rounds: [], ...(s.sampleLocks ? { locks: { hub: [], baseline: [] } } : {}) };
     const fmtLocks = (l: LockStats | undefined) => (l ? `  locks: ${l.meanWaiting.toFixed(1)} of ${l.meanActive.toFixed(1)} active backends waiting (max ${l.maxWaiting})` : "");
+    const warmup: ScenarioResult["warmup"] = {};
+    for (const t of measured) {
+      warmup[t.name] = await runLoad(t, req, { ...load, durationS: warmupS });
+      log(`  warm-up  ${t.name.padEnd(8)} ${fmtRun(warmup[t.name]!)}`);
+    }
+    const result: ScenarioResult = { scenario: s, warmup, rounds: [], ...(s.sampleLocks ? { locks: {} } : {}) };
     for (let r = 0; r < rounds; r++) {
-      await sleep(300);
-      const [h, hl] = await timed(hub);
-      log(`  round ${r + 1}  hub      ${fmtRun(h)}${fmtLocks(hl)}`);
-      await sleep(300);
-      const [b, bl] = await timed(baseline);
-      log(`  round ${r + 1}  baseline ${fmtRun(b)}${fmtLocks(bl)}`);
-      result.rounds.push({ hub: h, baseline: b });
-      if (hl && bl) {
-        result.locks!.hub.push(hl);
-        result.locks!.baseline.push(bl);
+      const round: ScenarioResult["rounds"][number] = {};
+      for (const t of measured) {
+        await sleep(300);
+        // Lock waits of a timed run, sampled on the bench's own connection.
+        const sampler = s.sampleLocks ? sampleLocks(pool!) : undefined;
+        round[t.name] = await runLoad(t, req, load);
+        const l = await sampler?.stop();
+        if (l) (result.locks![t.name] ??= []).push(l);
+        log(`  round ${r + 1}  ${t.name.padEnd(8)} ${fmtRun(round[t.name]!)}${fmtLocks(l)}`);
       }
+      result.rounds.push(round);
     }
     results.push(result);
     const sum = summariseScenario(result);
@@ -318,11 +332,12 @@ async function main(): Promise<void> {
       const files = { hub: path.join(profileDir, `${s.id}.hub.cpuprofile`), baseline: path.join(profileDir, `${s.id}.baseline.cpuprofile`) };
       const responses = { hub: 0, baseline: 0 };
       for (const t of [hub, baseline]) {
+        const name = t.name as "hub" | "baseline";
         await t.profileStart();
         const p = await runLoad(t, req, load);
-        await t.profileStop(files[t.name]);
-        responses[t.name] = p.responses;
-        log(`  profiled ${t.name.padEnd(8)} ${fmtRun(p)} → ${path.relative(ROOT, files[t.name])}`);
+        await t.profileStop(files[name]);
+        responses[name] = p.responses;
+        log(`  profiled ${t.name.padEnd(8)} ${fmtRun(p)} → ${path.relative(ROOT, files[name])}`);
       }
       profiled.push({ scenario: s, files, responses });
     }
@@ -366,7 +381,7 @@ async function main(): Promise<void> {
 
   const report = renderReport({
     machine,
-    settings: { connections, durationS, warmupS, rounds, baselineGraphqlFirst: opts["baseline-graphql-first"], argv: process.argv.slice(2).filter((a) => a !== "--") },
+    settings: { connections, durationS, warmupS, rounds, pinned: opts.pin, baselineGraphqlFirst: opts["baseline-graphql-first"], argv: process.argv.slice(2).filter((a) => a !== "--") },
     scenarios: results,
     startup,
     identity,

@@ -11,11 +11,8 @@ import { migrate } from "./db/migrate.js";
 import { validateOptions, type ServerOptions } from "./options.js";
 import { makePreset } from "./graphql/preset.js";
 import { defaultPlugins } from "./graphql/default-plugins.js";
-import { createFastify } from "../adapters/fastify.js";
-import { grafservRequestInfo, mountGraphQL } from "../adapters/grafserv.js";
 import { addAuthHook } from "../adapters/auth.js";
 import { addOverloadHook } from "../adapters/overload.js";
-import { createExpressApp, mountExpressApp } from "../adapters/express.js";
 import { mountDashboard } from "../adapters/dashboard.js";
 import { createIdentityResolver } from "./auth/resolver.js";
 import { DEFAULT_QUERY_LIMITS } from "./graphql/query-limits.js";
@@ -67,6 +64,24 @@ async function closeWithin(app: import("fastify").FastifyInstance, timeoutMs: nu
     app.server.closeAllConnections();
     await closing;
   }
+}
+
+/**
+ * The HTTP side (Fastify, grafserv's Fastify adapter, Express when there is a
+ * configureApp) is needed only once the schema is built, and loading it is
+ * most of what start-up loads besides PostGraphile. It is loaded once the
+ * introspection query has gone out, so Node loads it while Postgres works on
+ * that query, instead of before.
+ */
+function loadHttpModules(withExpress: boolean) {
+  const modules = {
+    grafserv: import("../adapters/grafserv.js"),
+    fastify: import("../adapters/fastify.js"),
+    express: withExpress ? import("../adapters/express.js") : Promise.resolve(undefined),
+  };
+  // Each is awaited where it is needed; a start that fails before must not leave a rejection unhandled.
+  for (const loading of Object.values(modules)) loading.catch(() => undefined);
+  return modules;
 }
 
 /** Undo what a failed start had already done, in reverse order. */
@@ -133,13 +148,15 @@ export async function startAndListen(
     cleanup.push(() => live.close());
     live.ready.catch(() => undefined); // awaited below, after the schema
     const wsLimits = webSocketLimits(options.websocket);
+    // Read per request, so only once the server runs: by then the adapter (loaded below) is there.
+    let requestInfo: typeof import("../adapters/grafserv.js").grafservRequestInfo | undefined;
     const preset = makePreset({
       // The playground mutation depends on configuration, not on the plugin list.
       plugins: [...(options.plugins ?? defaultPlugins), ...(config.playground ? [HubPlaygroundPlugin] : [])],
       extraPgSchemas: options.extraPgSchemas ?? [],
       graphqlPool: pools.graphql,
       pipelinedPg: PIPELINED_GRAPHQL,
-      requestInfo: grafservRequestInfo,
+      requestInfo: (requestContext) => requestInfo!(requestContext),
       superuserPool: pools.superuser,
       superuserPoolFor: identityLimiter.poolFor,
       graphiql: options.graphiql ?? config.nodeEnv !== "production",
@@ -170,7 +187,11 @@ export async function startAndListen(
     );
     cleanup.push(() => credentialEvents.close());
     credentialEvents.ready.catch(() => undefined); // awaited below, after the schema
-    const { schema } = await pgl.getSchemaResult();
+    const schemaResult = pgl.getSchemaResult();
+    const httpModules = loadHttpModules(options.configureApp !== undefined);
+    const { schema } = await schemaResult;
+    const { grafservRequestInfo, mountGraphQL } = await httpModules.grafserv;
+    requestInfo = grafservRequestInfo;
     if (options.exportSchemaSDLPath) {
       const file = path.resolve(options.exportSchemaSDLPath);
       await fsp.mkdir(path.dirname(file), { recursive: true });
@@ -178,7 +199,8 @@ export async function startAndListen(
       log.info({ file }, "wrote the GraphQL schema SDL");
     }
 
-    const expressApp = options.configureApp ? await createExpressApp(options.configureApp, pools.superuser) : undefined;
+    const [{ createFastify }, expressAdapter] = await Promise.all([httpModules.fastify, httpModules.express]);
+    const expressApp = options.configureApp && expressAdapter ? await expressAdapter.createExpressApp(options.configureApp, pools.superuser) : undefined;
     const app = createFastify({
       logger: log,
       stats,
@@ -197,7 +219,7 @@ export async function startAndListen(
     cleanup.push(() => closeWithin(app, options.shutdownTimeoutMs ?? 10_000, log));
     webSockets = await mountGraphQL(app, pgl, { resolver, credentialsPool: pools.credentials, limits: wsLimits, log });
     if (config.dashboard !== false) mountDashboard(app, config.dashboard, log);
-    if (expressApp) await mountExpressApp(app, expressApp.app, stats, identityLimiter.poolFor);
+    if (expressApp && expressAdapter) await expressAdapter.mountExpressApp(app, expressApp.app, stats, identityLimiter.poolFor);
     await app.listen({ port: config.port, host: config.host });
     const address = app.server.address();
     const port = typeof address === "object" && address ? address.port : config.port;

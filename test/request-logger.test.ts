@@ -66,3 +66,34 @@ t.test("child() and a level change go to the real child", async (t) => {
   t.match(lines[0], { reqId: "r4", step: "inner", msg: "from the child" });
   t.same(lines.slice(1).map((l) => l.msg), ["kept"]);
 });
+
+// Fastify's per-request lines through the hub's front (adapters/fastify.ts), over real HTTP.
+t.test("Fastify's request lines: written at info, skipped above it; a server fault is still logged at error", async (t) => {
+  const { createFastify } = await import("../dist/adapters/fastify.js");
+  const { createServerStats } = await import("../dist/src/stats.js");
+  for (const level of ["info", "warn"] as const) {
+    const { lines, parent } = capture(level);
+    const app = createFastify({ logger: parent as never, stats: createServerStats(), bodyLimit: 1024, requestTimeoutMs: 0 });
+    app.get("/ok", async () => ({ ok: true }));
+    app.get("/fault", async () => {
+      throw new Error("broken on purpose");
+    });
+    await app.listen({ port: 0, host: "127.0.0.1" });
+    const { port } = app.server.address() as { port: number };
+    t.equal((await fetch(`http://127.0.0.1:${port}/ok`)).status, 200);
+    t.equal((await fetch(`http://127.0.0.1:${port}/fault`)).status, 500);
+    await app.close();
+    const messages = lines.map((l) => l.msg);
+    if (level === "info") {
+      t.equal(messages.filter((m) => m === "incoming request").length, 2, "info: both requests' incoming lines");
+      t.equal(messages.filter((m) => m === "request completed").length, 2, "info: both requests' completion lines");
+    } else {
+      t.notOk(messages.includes("incoming request"), "warn: no incoming lines");
+      t.notOk(messages.includes("request completed"), "warn: no completion lines");
+    }
+    const fault = lines.find((l) => l.msg === "broken on purpose");
+    t.ok(fault, `${level}: the fault is logged`);
+    t.equal(fault?.level, 50, `${level}: at error level`);
+    t.ok(typeof fault?.reqId === "string" && (fault.reqId as string).length > 0, `${level}: with the request id`);
+  }
+});

@@ -1,24 +1,81 @@
 /**
- * A reference point, not a target of `npm run bench`: Fastify 5 + grafserv's
- * Fastify adapter serving the same preset as the hub and the baseline, and
- * nothing else (no identity hook, no request ids, logging off, no Express
- * app, no response counting). `bench/ab.ts` compares it with the hub and the
- * baseline: what the hub adds to a request, and the ratio the framework change
- * alone gives on this machine.
+ * A reference point, not a target of `npm run bench`'s main table: Fastify 5 +
+ * grafserv's Fastify adapter serving the same preset as the hub and the
+ * baseline, and nothing else (no identity hook, no request ids, logging off,
+ * no Express app, no response counting). `bench/ab.ts` compares it with the
+ * hub and the baseline: what the hub adds to a request, and the ratio the
+ * framework change alone gives on this machine.
+ *
+ * BENCH_BARE_WITH (comma-separated; `bench/ab.ts --targets bare+logger+ids`)
+ * adds the hub's own pieces one by one, each as the hub sets it up, so the
+ * cost of each is the difference between two such targets:
+ *   logger    the hub's pino logger (level from LOG_LEVEL) with the lazy per-request child
+ *   ids       a request id per request (x-request-id or a random UUID)
+ *   http      the hub's Node/Fastify server options (header size, request timeout sweep, 503 on close, idle close, trailing slash)
+ *   stats     the response counters (adapters/fastify.ts's onResponse / onRoute counting)
+ *   auth      the identity hook (an anonymous request: no Authorization header)
+ *   overload  the per-identity admission hook
+ *   classes   requests and responses built with the Express app's prototypes
+ *   express   the bench's configureApp mounted behind the hub's bridge (implies classes)
+ *   front     logger, ids, http and stats together, through the hub's own createFastify (adapters/fastify.ts)
  */
 import "../lib/child-prelude.js";
 import "../../dist/src/prelude.js";
 import type { AddressInfo } from "node:net";
+import { randomUUID } from "node:crypto";
 import { grafserv } from "grafserv/fastify/v5";
-import Fastify from "fastify";
+import Fastify, { type FastifyInstance } from "fastify";
 import { MAX_BODY } from "../lib/demo-preset.js";
 import { attachToBenchDatabase } from "../lib/attach.js";
 import { serveBench } from "../lib/child.js";
+import { benchConfigureApp } from "../lib/demo.js";
+import { createFastify } from "../../dist/adapters/fastify.js";
+import { lazyChildLoggerFactory } from "../../dist/adapters/request-logger.js";
+import { addAuthHook } from "../../dist/adapters/auth.js";
+import { addOverloadHook } from "../../dist/adapters/overload.js";
+import { createExpressApp, mountExpressApp } from "../../dist/adapters/express.js";
+import { createIdentityResolver } from "../../dist/src/auth/resolver.js";
+import { createIdentityPoolLimiter, DEFAULT_IDENTITY_LIMITS } from "../../dist/src/db/identity-limit.js";
+import { createServerStats } from "../../dist/src/stats.js";
 
-const { db, pgl, close } = await attachToBenchDatabase();
+const KNOWN = ["logger", "ids", "http", "stats", "auth", "overload", "classes", "express", "front"];
+const features = new Set((process.env.BENCH_BARE_WITH ?? "").split(",").filter(Boolean));
+for (const f of features) if (!KNOWN.includes(f)) throw new Error(`BENCH_BARE_WITH: unknown ${JSON.stringify(f)}; known: ${KNOWN.join(", ")}`);
+const FRONT = ["logger", "ids", "http", "stats"];
+const has = (f: string) => features.has(f) || (features.has("front") && FRONT.includes(f));
+
+const { db, pgl, pools, log, close } = await attachToBenchDatabase();
 const serv = pgl.createServ(grafserv);
-const f = Fastify({ logger: false, bodyLimit: MAX_BODY });
+const stats = createServerStats();
+const expressApp = has("classes") || has("express") ? await createExpressApp(benchConfigureApp, pools.superuser) : undefined;
+let f: FastifyInstance;
+if (features.has("front")) {
+  f = createFastify({ logger: log, stats, bodyLimit: MAX_BODY, requestTimeoutMs: 30_000, messageClasses: expressApp?.messageClasses });
+} else {
+  f = Fastify({
+    bodyLimit: MAX_BODY,
+    ...(has("logger") ? { loggerInstance: log, childLoggerFactory: lazyChildLoggerFactory } : { logger: false }),
+    ...(has("ids") ? { requestIdHeader: "x-request-id", genReqId: () => randomUUID() } : {}),
+    ...(has("http")
+      ? { requestTimeout: 30_000, return503OnClosing: true, forceCloseConnections: "idle" as const, routerOptions: { ignoreTrailingSlash: true } }
+      : {}),
+    http: {
+      ...(has("http") ? { maxHeaderSize: 96 * 1024, connectionsCheckingInterval: 1000, headersTimeout: 30_000 } : {}),
+      ...expressApp?.messageClasses,
+    },
+  }) as unknown as FastifyInstance;
+  if (has("stats")) {
+    f.addHook("onResponse", (request, reply, done) => {
+      stats.countResponse(request.routeOptions.url === "/graphql" ? "graphql" : "other", reply.raw.statusCode);
+      done();
+    });
+  }
+}
+const limiter = createIdentityPoolLimiter(pools.superuser, { ...DEFAULT_IDENTITY_LIMITS, waitMs: 10_000 });
+if (has("auth")) addAuthHook(f, createIdentityResolver(pools.credentials, { cacheTtlMs: 1000 }));
+if (has("overload")) addOverloadHook(f, limiter);
 await serv.addTo(f);
+if (has("express")) await mountExpressApp(f, expressApp!.app, stats, limiter.poolFor);
 await f.listen({ port: 0, host: "127.0.0.1" });
 const { port } = f.server.address() as AddressInfo;
 serveBench({ url: `http://127.0.0.1:${port}`, superuserDatabaseUrl: db.superuserUrl }, async () => {

@@ -9,6 +9,7 @@ import path from "node:path";
 import { Session } from "node:inspector/promises";
 import type { ChildMessage, ParentMessage } from "./protocol.js";
 import { requestLog } from "./demo.js";
+import { pgCounters } from "./child-prelude.js";
 
 function send(message: ChildMessage): void {
   if (process.connected) process.send!(message);
@@ -42,6 +43,8 @@ export function serveBench(ready: { url: string; superuserDatabaseUrl: string },
             rssBytes: memory.rss,
             heapUsedBytes: memory.heapUsed,
             loggedRequests: requestLog.count,
+            pgStatements: pgCounters.statements,
+            pgRoundTrips: pgCounters.roundTrips,
           },
         });
         break;

@@ -32,6 +32,26 @@ export interface RunResult {
   /** Postgres CPU (all its processes) per response, µs; NaN when unknown. */
   pgCpuUsPerReq: number;
   rssBytes: number;
+  /** Postgres statements and round trips the target made per response. */
+  pgStatementsPerReq: number;
+  pgRoundTripsPerReq: number;
+}
+
+/** req.authorizations in turn, one per request: autocannon rebuilds each request through setupRequest. */
+function rotateAuthorization(req: HttpRequest): Pick<autocannon.Options, "requests"> {
+  const list = req.authorizations;
+  if (!list?.length) return {};
+  let next = 0;
+  return {
+    requests: [
+      {
+        method: req.method,
+        path: req.path,
+        ...(req.body !== undefined ? { body: req.body } : {}),
+        setupRequest: (request) => ({ ...request, headers: { ...req.headers, authorization: list[next++ % list.length]! } }),
+      },
+    ],
+  };
 }
 
 /** autocannon calls setupClient once per connection, in order: connection i gets request i. */
@@ -51,6 +71,7 @@ export async function runLoad(target: Target, req: HttpRequest, opts: LoadOption
     method: req.method,
     headers: req.headers,
     ...(req.body !== undefined ? { body: req.body } : {}),
+    ...rotateAuthorization(req),
     connections: opts.connections,
     duration: opts.durationS,
     verifyBody: (body) => opts.verify(String(body)),
@@ -72,6 +93,8 @@ export async function runLoad(target: Target, req: HttpRequest, opts: LoadOption
     cpuUsPerReq: responses > 0 ? cpuUs / responses : Number.NaN,
     pgCpuUsPerReq: responses > 0 ? (pgAfter - pgBefore) / responses : Number.NaN,
     rssBytes: after.rssBytes,
+    pgStatementsPerReq: responses > 0 ? (after.pgStatements - before.pgStatements) / responses : Number.NaN,
+    pgRoundTripsPerReq: responses > 0 ? (after.pgRoundTrips - before.pgRoundTrips) / responses : Number.NaN,
   };
 }
 

@@ -19,6 +19,9 @@ export interface ChildStats {
   heapUsedBytes: number;
   /** Requests the bench's logging middleware saw (Express routes only). */
   loggedRequests: number;
+  /** Postgres statements and round trips of the whole process so far (bench/lib/child-prelude.ts). */
+  pgStatements: number;
+  pgRoundTrips: number;
 }
 
 export type ChildMessage =

@@ -8,10 +8,11 @@ import { MiB, median } from "./util.js";
 
 export interface ScenarioResult {
   scenario: Scenario;
-  warmup: { hub: RunResult; baseline: RunResult };
-  rounds: { hub: RunResult; baseline: RunResult }[];
-  /** Lock waits sampled during each timed round (scenarios with sampleLocks). */
-  locks?: { hub: LockStats[]; baseline: LockStats[] };
+  /** Keyed by target name: hub, baseline, and bare where the scenario compares with it. */
+  warmup: Partial<Record<string, RunResult>>;
+  rounds: Partial<Record<string, RunResult>>[];
+  /** Lock waits sampled during each timed round (scenarios with sampleLocks), by target name. */
+  locks?: Partial<Record<string, LockStats[]>>;
 }
 
 export interface StartupResult {
@@ -26,6 +27,7 @@ export interface RunSettings {
   durationS: number;
   warmupS: number;
   rounds: number;
+  pinned: boolean;
   baselineGraphqlFirst: boolean;
   argv: string[];
 }
@@ -44,7 +46,7 @@ export interface Machine {
   loadAfter?: number[];
 }
 
-export const TARGETS = { warmStartMs: 1500, firstStartMs: 5000, idleRssBytes: 120 * MiB };
+export const TARGETS = { warmStartMs: 1000, firstStartMs: 5000, idleRssBytes: 120 * MiB };
 
 const fmt = (x: number, digits = 0) => (Number.isFinite(x) ? x.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits }) : "n/a");
 
@@ -62,37 +64,95 @@ function failures(runs: RunResult[]): { total: number; text: string } {
   return { total: errors + timeouts + non2xx + bad, text: parts.length ? parts.join(", ") : "0" };
 }
 
+/** Over this spread (max − min over the median of the rounds) a figure is not quoted as a result. */
+export const MAX_SPREAD = 0.1;
+
+export function spread(values: number[]): number {
+  const m = median(values);
+  return values.length > 1 && m > 0 ? (Math.max(...values) - Math.min(...values)) / m : 0;
+}
+
+/** The median and its spread, or, when the spread is over MAX_SPREAD, the range marked as unsteady. */
+function cell(values: number[], digits = 0, suffix = ""): string {
+  if (!values.length || values.some((v) => !Number.isFinite(v))) return "n/a";
+  const sp = spread(values);
+  if (sp > MAX_SPREAD) return `⚠ ${fmt(Math.min(...values), digits)}–${fmt(Math.max(...values), digits)}${suffix} (${fmt(sp * 100)}%)`;
+  return `${fmt(median(values), digits)}${suffix} (${fmt(sp * 100)}%)`;
+}
+
 export interface Summary {
   scenario: Scenario;
   hubRps: number;
   baseRps: number;
   ratio: number;
-  verdict: "pass" | "miss" | "INVALID";
+  verdict: "pass" | "miss" | "unsteady" | "INVALID";
+}
+
+const of = (r: ScenarioResult, target: string): RunResult[] => r.rounds.map((x) => x[target]).filter((x): x is RunResult => x !== undefined);
+
+/** Per round, a over b: the ratio's median and spread come from the rounds, each measured at the same time. */
+function perRound(r: ScenarioResult, a: string, b: string, f: (x: RunResult) => number): number[] {
+  return r.rounds.filter((x) => x[a] && x[b]).map((x) => f(x[a]!) / f(x[b]!));
+}
+
+function verdictOf(ratios: number[], target: number, invalid: boolean): Summary["verdict"] {
+  if (invalid) return "INVALID";
+  if (spread(ratios) > MAX_SPREAD) return "unsteady";
+  return median(ratios) >= target ? "pass" : "miss";
 }
 
 export function summariseScenario(r: ScenarioResult): Summary & { row: string } {
-  const hub = r.rounds.map((x) => x.hub);
-  const base = r.rounds.map((x) => x.baseline);
+  const hub = of(r, "hub");
+  const base = of(r, "baseline");
   const hubRps = median(hub.map((x) => x.rps));
   const baseRps = median(base.map((x) => x.rps));
-  const ratio = hubRps / baseRps;
+  const ratios = perRound(r, "hub", "baseline", (x) => x.rps);
+  const ratio = median(ratios);
   const hubFail = failures(hub);
   const baseFail = failures(base);
-  const verdict = hubFail.total || baseFail.total ? "INVALID" : ratio >= r.scenario.targetRatio ? "pass" : "miss";
+  const verdict = verdictOf(ratios, r.scenario.targetRatio, hubFail.total + baseFail.total > 0);
   const row = [
     r.scenario.title,
-    fmt(hubRps),
-    fmt(baseRps),
-    `**${fmt(ratio, 2)}×**`,
-    `≥ ${fmt(r.scenario.targetRatio, 1)}×`,
+    cell(hub.map((x) => x.rps)),
+    cell(base.map((x) => x.rps)),
+    `**${cell(ratios, 2, "×")}**`,
+    `≥ ${fmt(r.scenario.targetRatio, 2)}×`,
     verdict,
+    `${cell(hub.map((x) => x.cpuUsPerReq))} / ${cell(base.map((x) => x.cpuUsPerReq))}`,
+    `${fmt(median(hub.map((x) => x.pgRoundTripsPerReq)), 2)} / ${fmt(median(base.map((x) => x.pgRoundTripsPerReq)), 2)}`,
+    `${cell(hub.map((x) => x.pgCpuUsPerReq))} / ${cell(base.map((x) => x.pgCpuUsPerReq))}`,
     `${fmt(median(hub.map((x) => x.p99Ms)), 1)} / ${fmt(median(base.map((x) => x.p99Ms)), 1)}`,
-    `${fmt(median(hub.map((x) => x.cpuUsPerReq)))} / ${fmt(median(base.map((x) => x.cpuUsPerReq)))}`,
-    `${fmt(median(hub.map((x) => x.pgCpuUsPerReq)))} / ${fmt(median(base.map((x) => x.pgCpuUsPerReq)))}`,
-    `${fmt(Math.max(...hub.map((x) => x.rssBytes)) / MiB)} / ${fmt(Math.max(...base.map((x) => x.rssBytes)) / MiB)}`,
     `${hubFail.text} / ${baseFail.text}`,
   ];
   return { scenario: r.scenario, hubRps, baseRps, ratio, verdict, row: `| ${row.join(" | ")} |` };
+}
+
+/** The hub against bare Fastify + grafserv with the same preset: what the hub's own front costs a request. */
+export function summariseOwnCost(r: ScenarioResult): { verdict: Summary["verdict"]; row: string } | undefined {
+  const target = r.scenario.bareTargetRatio;
+  const hub = of(r, "hub");
+  const bare = of(r, "bare");
+  if (target === undefined || !bare.length) return undefined;
+  const rpsRatios = perRound(r, "hub", "bare", (x) => x.rps);
+  // bare's CPU per request over the hub's: 1 when the hub adds nothing, 0.95 when it adds 5% more.
+  const cpuRatios = perRound(r, "bare", "hub", (x) => x.cpuUsPerReq);
+  const own = r.rounds.filter((x) => x.hub && x.bare).map((x) => x.hub!.cpuUsPerReq - x.bare!.cpuUsPerReq);
+  const invalid = failures(hub).total + failures(bare).total > 0;
+  const v1 = verdictOf(rpsRatios, target, invalid);
+  const v2 = verdictOf(cpuRatios, target, invalid);
+  const verdict = v1 === "INVALID" || v2 === "INVALID" ? "INVALID" : v1 === "unsteady" && v2 === "unsteady" ? "unsteady" : v1 === "miss" || v2 === "miss" ? "miss" : "pass";
+  const row = [
+    r.scenario.title,
+    cell(hub.map((x) => x.rps)),
+    cell(bare.map((x) => x.rps)),
+    `**${cell(rpsRatios, 2, "×")}**`,
+    `${cell(hub.map((x) => x.cpuUsPerReq))} / ${cell(bare.map((x) => x.cpuUsPerReq))}`,
+    `**${cell(cpuRatios, 2, "×")}**`,
+    `${fmt(median(own), 1)} (rounds ${own.map((x) => fmt(x, 0)).join(", ")})`,
+    `≥ ${fmt(target, 2)}×`,
+    verdict,
+  ];
+  return { verdict, row: `| ${row.join(" | ")} |` };
 }
 
 export function renderReport(input: {
@@ -118,40 +178,58 @@ export function renderReport(input: {
   out.push(`Date: ${machine.date}. Load average before the run: ${machine.loadBefore.map((x) => x.toFixed(2)).join(" ")}${machine.loadAfter ? `; after: ${machine.loadAfter.map((x) => x.toFixed(2)).join(" ")}` : ""}.`);
   out.push(`Versions: ${machine.versions}.`);
   out.push(
-    `Settings: autocannon ${settings.connections} connections, ${settings.durationS} s per timed run, ${settings.rounds} rounds interleaved hub, baseline, hub, baseline…, after a discarded ${settings.warmupS} s warm-up per cell. Command: \`npm run bench${settings.argv.length ? ` -- ${settings.argv.join(" ")}` : ""}\`.`,
+    `Settings: autocannon ${settings.connections} connections, ${settings.durationS} s per timed run, ${settings.rounds} rounds interleaved hub, baseline(, bare), hub, baseline…, after a discarded ${settings.warmupS} s warm-up per cell; ${settings.pinned ? "servers pinned with taskset to the last core, autocannon to the others (--pin)" : "no CPU pinning (the servers, Postgres and autocannon share every core)"}. Command: \`npm run bench${settings.argv.length ? ` -- ${settings.argv.join(" ")}` : ""}\`.`,
   );
   out.push("");
 
   if (input.scenarios.length) {
-    out.push("## Throughput (median of the rounds)");
+    out.push("## Throughput and cost per request");
     out.push("");
-    out.push("| scenario | hub req/s | baseline req/s | ratio hub/baseline | target | result | p99 ms hub / baseline | server CPU µs/req hub / baseline | Postgres CPU µs/req hub / baseline | RSS MiB hub / baseline | errors hub / baseline |");
+    out.push(
+      `Each figure: the median of the ${settings.rounds} rounds, then in brackets its spread, (max − min) / median. A figure whose spread is over ${fmt(MAX_SPREAD * 100)}% is not quoted: it shows as ⚠ with its range, and a ratio that unsteady gives the result \`unsteady\` instead of pass or miss. Ratios are taken per round (the two targets measured back to back) and then their median.`,
+    );
+    out.push("");
+    out.push("| scenario | hub req/s | baseline req/s | hub / baseline | target | result | server CPU µs/req hub / baseline | Postgres round trips/req hub / baseline | Postgres CPU µs/req hub / baseline | p99 ms hub / baseline | errors hub / baseline |");
     out.push("|---|--:|--:|--:|--:|---|--:|--:|--:|--:|---|");
     for (const r of input.scenarios) out.push(summariseScenario(r).row);
     out.push("");
-    out.push("Every round, req/s (warm-up in brackets, discarded):");
+    const own = input.scenarios.map((r) => summariseOwnCost(r)).filter((x) => x !== undefined);
+    if (own.length) {
+      out.push("### The hub's own cost: against bare Fastify + grafserv with the same preset");
+      out.push("");
+      out.push(
+        "**bare** (`bench/bare/server.ts`): Fastify 5 with logging off and grafserv's Fastify adapter serving the hub's preset, nothing else: no identity hook, request ids, per-identity admission, response counters or Express app. The difference is what the hub's own front costs a request (README, Performance). CPU ratio = bare's server CPU per request / the hub's, per round: 1 when the hub adds nothing. Both ratios must meet the target.",
+      );
+      out.push("");
+      out.push("| scenario | hub req/s | bare req/s | hub / bare req/s | server CPU µs/req hub / bare | bare / hub CPU | hub − bare, µs/req | target | result |");
+      out.push("|---|--:|--:|--:|--:|--:|--:|--:|---|");
+      for (const o of own) out.push(o!.row);
+      out.push("");
+    }
+    out.push("Every round, req/s and server CPU µs/req (warm-up in brackets, discarded):");
     out.push("");
     out.push(`| scenario | target | ${Array.from({ length: settings.rounds }, (_, i) => `round ${i + 1}`).join(" | ")} | warm-up |`);
     out.push(`|---|---|${"--:|".repeat(settings.rounds)}--:|`);
     for (const r of input.scenarios) {
-      for (const t of ["hub", "baseline"] as const) {
-        out.push(`| ${r.scenario.id} | ${t} | ${r.rounds.map((x) => fmt(x[t].rps)).join(" | ")} | (${fmt(r.warmup[t].rps)}) |`);
+      for (const t of Object.keys(r.warmup)) {
+        const w = r.warmup[t]!;
+        out.push(`| ${r.scenario.id} | ${t} | ${r.rounds.map((x) => (x[t] ? `${fmt(x[t]!.rps)}; ${fmt(x[t]!.cpuUsPerReq)} µs` : "")).join(" | ")} | (${fmt(w.rps)}; ${fmt(w.cpuUsPerReq)} µs) |`);
       }
     }
     out.push("");
     const warmupFailures = input.scenarios.flatMap((r) =>
-      (["hub", "baseline"] as const).map((t) => ({ t, id: r.scenario.id, f: failures([r.warmup[t]]) })).filter((x) => x.f.total),
+      Object.keys(r.warmup).map((t) => ({ t, id: r.scenario.id, f: failures([r.warmup[t]!]) })).filter((x) => x.f.total),
     );
     for (const w of warmupFailures) out.push(`- warm-up of ${w.id} on ${w.t} had failures: ${w.f.text}`);
     if (warmupFailures.length) out.push("");
 
-    const withLocks = input.scenarios.filter((r) => r.locks?.hub.length);
+    const withLocks = input.scenarios.filter((r) => r.locks?.hub?.length);
     if (withLocks.length) {
       out.push("Lock waits during the timed rounds (`pg_stat_activity` every 50 ms: client backends of the database running a statement, and those waiting for a lock), median of the rounds:");
       out.push("");
       out.push("| scenario | connections | hub: active / waiting (max) | baseline: active / waiting (max) |");
       out.push("|---|--:|--:|--:|");
-      const cell = (l: LockStats[]) => `${fmt(median(l.map((x) => x.meanActive)), 1)} / ${fmt(median(l.map((x) => x.meanWaiting)), 1)} (${Math.max(...l.map((x) => x.maxWaiting))})`;
+      const cell = (l: LockStats[] | undefined) => !l?.length ? "" : `${fmt(median(l.map((x) => x.meanActive)), 1)} / ${fmt(median(l.map((x) => x.meanWaiting)), 1)} (${Math.max(...l.map((x) => x.maxWaiting))})`;
       for (const r of withLocks) out.push(`| ${r.scenario.id} | ${r.scenario.connections ?? settings.connections} | ${cell(r.locks!.hub)} | ${cell(r.locks!.baseline)} |`);
       out.push("");
     }
@@ -167,7 +245,7 @@ export function renderReport(input: {
     out.push("| measure | value | target | result |");
     out.push("|---|--:|--:|---|");
     out.push(
-      `| warm start (existing data dir) to the first answered /graphql, median of ${warm.length} | ${fmt(warmMs / 1000, 2)} s (${warm.map((x) => fmt(x.ms / 1000, 2)).join(", ")}) | ≤ ${fmt(TARGETS.warmStartMs / 1000, 1)} s | ${verdict(warmMs <= TARGETS.warmStartMs)} |`,
+      `| warm start (existing data dir) to the first answered /graphql, median of ${warm.length} (spread) | ${cell(warm.map((x) => x.ms / 1000), 2, " s")}: ${warm.map((x) => fmt(x.ms / 1000, 2)).join(", ")} | ≤ ${fmt(TARGETS.warmStartMs / 1000, 1)} s | ${spread(warm.map((x) => x.ms)) > MAX_SPREAD ? "unsteady" : verdict(warmMs <= TARGETS.warmStartMs)} |`,
     );
     out.push(`| first start (initdb with fsync, migrations) to the first answered /graphql | ${fmt(first.ms / 1000, 2)} s | ≤ ${fmt(TARGETS.firstStartMs / 1000, 0)} s | ${verdict(first.ms <= TARGETS.firstStartMs)} |`);
     const settled = warm.find((x) => x.settled)?.settled;
@@ -184,7 +262,7 @@ export function renderReport(input: {
       `Postgres up at ${m.postgresReadyMs !== undefined ? fmt(m.postgresReadyMs / 1000, 2) : "?"} s, listening at ${m.listeningMs !== undefined ? fmt(m.listeningMs / 1000, 2) : "?"} s, answered at ${fmt(m.ms / 1000, 2)} s`;
     out.push(
       `Where the time goes (from spawn, from the server's own log lines): first start: ${phase(first)}; warm starts: ${warm.map(phase).join("; ")}. ` +
-        `Node itself plus importing the hub and the reference plugins takes ${fmt(input.startup.importMs / 1000, 2)} s (median, a bare \`node\` importing dist/src/index.js and dist/plugins/index.js). ` +
+        `Node itself plus importing the hub and the reference plugins takes ${fmt(input.startup.importMs / 1000, 2)} s (median, a bare \`node\` importing dist/src/index.js and dist/plugins/index.js; Fastify, grafserv's Fastify adapter and Express are not in it: \`startAndListen\` loads them while Postgres runs the introspection query). ` +
         "Between Postgres up and listening: migrations check, PostGraphile introspection and schema build, Fastify start. " +
         "RSS is the Node process alone (VmRSS); Postgres runs in its own processes. 2 s after the first answer the process still holds the young-generation space V8 grew during the start-up (32 MiB, \`process.memoryUsage()\` and \`v8.getHeapSpaceStatistics()\` of a started server); V8's memory reducer returns it some tens of seconds into idleness, so the idle figure is read after " +
         `${settled ? fmt(settled.afterMs / 1000) : "?"} s without traffic${settled ? ` (every second from 3 s: ${settled.everySecondMiB.join(" ")} MiB)` : ""}. ` +
@@ -226,11 +304,12 @@ export function renderReport(input: {
   out.push("");
   out.push(
     [
-      "- One embedded Postgres (a fresh data dir in the system temp directory) serves both targets; the hub's process starts it and runs the migrations, the baseline attaches to it. Data: an operator API key, a player with exactly 10 `app.coinflip` rows, a second player for the mutations (so the first keeps 10 rows), 50,000 rows of a third player inserted after them (the first 10 by id stay the reader's; a table of realistic size, analysed, so query plans stay the same while the mutation scenario adds rows).",
-      "- Scenarios: `{__typename}` anonymous; `allCoinflips(first: 10, orderBy: ID_ASC)` with 7 columns, as the operator (API key: an anonymous request sees no rows under row-level security) and as the player (session token, RLS scoping to the player); `makeCoinflip(input: {currency: \"HOUSE\", wager: 1})` as the second player (a superuser transaction inserting the row, then the row read back under RLS); `GET /health`, a plain Express route from `configureApp` behind `express.json()` and a logging middleware.",
+      "- One embedded Postgres (a fresh data dir in the system temp directory) serves both targets; the hub's process starts it and runs the migrations, the baseline attaches to it. Data: an operator API key, a player with exactly 10 `app.coinflip` rows, one player per connection for the mutations (so the first keeps 10 rows; each request takes the next player in turn, so no player has more bets in flight than the hub's per-player bound of 3 transactions lets run, a bound the baseline does not have), 50,000 rows of a third player inserted after them (the first 10 by id stay the reader's; a table of realistic size, analysed, so query plans stay the same while the mutation scenario adds rows).",
+      "- Scenarios: `{__typename}` anonymous; `allCoinflips(first: 10, orderBy: ID_ASC)` with 7 columns, as the operator (API key: an anonymous request sees no rows under row-level security) and as the player (session token, RLS scoping to the player); `makeCoinflip(input: {currency: \"HOUSE\", wager: 1})` as those players (one insert on the superuser pool, then the row read back under RLS); `GET /health`, a plain Express route from `configureApp` behind `express.json()` and a logging middleware.",
       "- Before a scenario is timed, one request to each target is checked in full (JSON parsed: data present, no errors, the 10 seeded rows of the right owner, a new bet of the right player…). During every run each response body is checked too (a GraphQL error is an HTTP 200): failures appear in the errors column and make the result INVALID, never dropped.",
       "- Server CPU µs/req: process.cpuUsage() of the target (all its threads, read over IPC before and after the run) divided by the responses of the run. Postgres CPU µs/req: the growth of utime + stime of the embedded Postgres's processes (/proc; the postmaster's cutime/cstime keeps exited backends) during the run, divided likewise; only one target is under load at a time, so it is that target's database cost. On 2 cores the server, Postgres and autocannon share the CPU, so the Postgres share of a request caps what the HTTP architecture can change. RSS: the largest at the end of a round.",
-      "- Ratio = median req/s of the hub / median req/s of the baseline, same run. autocannon runs in the bench's own process on the same machine, so absolute figures depend on what else runs there; compare ratios.",
+      "- Postgres round trips/req: counted in each target process (bench/lib/child-prelude.ts wraps node-postgres's `Client.query`): a statement sent while nothing is outstanding on its connection starts a round trip; one written behind statements still awaiting their answer (pipeline mode) shares theirs. Divided by the responses; load does not move it.",
+      "- Ratio = the median over the rounds of hub req/s ÷ baseline req/s of the same round. autocannon runs in the bench's own process on the same machine, so absolute figures depend on what else runs there; compare ratios.",
     ].join("\n"),
   );
   out.push("");

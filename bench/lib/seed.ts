@@ -5,8 +5,13 @@
  *
  *  - an operator API key (sees every row: hub_hidden.is_operator());
  *  - "bench-reader", a playground player with exactly 10 app.coinflip rows;
- *  - "bench-writer", a playground player who makes the makeCoinflip bets, so
- *    the reader's 10 rows stay 10 whatever the mutation scenario inserts.
+ *  - "bench-writer-1" … "bench-writer-N", playground players who make the
+ *    makeCoinflip bets, so the reader's 10 rows stay 10 whatever the mutation
+ *    scenario inserts. As many as the load has connections, each request
+ *    taking the next one in turn: one player sending bets on 10 connections
+ *    at once is what the hub's per-player bound (3 transactions at a time,
+ *    the rest queue) exists to hold back, and the baseline has no such bound;
+ *    several players betting at once is the load both are built for.
  */
 import type pg from "pg";
 // Internal helpers (not a public sub-path), as the tests use them.
@@ -24,6 +29,8 @@ export interface Fixtures {
   operatorKey: string;
   reader: Player;
   writer: Player;
+  /** The makeCoinflip players; writers[0] is writer. */
+  writers: Player[];
   /** The reader's rows, in id (= creation) order. */
   readerRowIds: string[];
   currency: string;
@@ -60,10 +67,12 @@ export async function newPlayerSession(pool: pg.Pool, uname: string): Promise<Pl
   return { token, userId: user.id, casinoId: casino.id, experienceId: experience.id };
 }
 
-export async function seed(pool: pg.Pool): Promise<Fixtures> {
+export async function seed(pool: pg.Pool, writerCount = 10): Promise<Fixtures> {
   const { key: operatorKey } = await createApiKey(pool);
   const reader = await newPlayerSession(pool, "bench-reader");
-  const writer = await newPlayerSession(pool, "bench-writer");
+  const writers: Player[] = [];
+  for (let i = 1; i <= writerCount; i++) writers.push(await newPlayerSession(pool, `bench-writer-${i}`));
+  const writer = writers[0]!;
   const { rows } = await pool.query<{ id: string }>(
     `insert into app.coinflip (wager, net, currency_key, user_id, casino_id, experience_id)
      select g, case when g % 2 = 0 then g * 0.99 else -g end, $1, $2, $3, $4
@@ -89,7 +98,7 @@ export async function seed(pool: pg.Pool): Promise<Fixtures> {
   );
   // Fresh statistics for the planner, as a long-running database would have.
   await pool.query("analyze app.coinflip");
-  return { operatorKey, reader, writer, readerRowIds, currency: CURRENCY };
+  return { operatorKey, reader, writer, writers, readerRowIds, currency: CURRENCY };
 }
 
 async function fund(pool: pg.Pool, player: Player, currency: string): Promise<void> {

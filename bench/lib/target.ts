@@ -7,7 +7,7 @@ import path from "node:path";
 import type { ChildMessage, ChildStats, ParentMessage } from "./protocol.js";
 import { ROOT, childEnv } from "./util.js";
 
-export type TargetName = "hub" | "baseline";
+export type TargetName = "hub" | "baseline" | "bare";
 
 export class Target {
   private nextId = 1;

@@ -1,0 +1,95 @@
+/**
+ * What each piece of the hub's HTTP front costs a request, in one process and
+ * without sockets or Postgres (Fastify's inject): a plain Fastify answering
+ * `{"data":{"__typename":"Query"}}`, then the same with one piece added, as
+ * the hub sets it up. Rounds interleave the variants; the figure per variant is
+ * the median of its rounds (and the lower quartile, less touched by other load
+ * on the machine), in CPU µs per request of this process.
+ *
+ *   npm run build && node --import tsx bench/front-items.ts [--rounds 22] [--requests 5000]
+ *
+ * Fastify's inject skips the socket work (most of a real request), so the
+ * differences are the pieces' own cost; bench/ab.ts with the bare+… targets
+ * measures the same over HTTP, which a busy machine blurs more.
+ */
+import { randomUUID } from "node:crypto";
+import { parseArgs } from "node:util";
+import Fastify, { type FastifyInstance } from "fastify";
+import { createLogger } from "../dist/src/logger.js";
+import { lazyChildLoggerFactory, RequestLogController } from "../dist/adapters/request-logger.js";
+import { createFastify } from "../dist/adapters/fastify.js";
+import { addAuthHook } from "../dist/adapters/auth.js";
+import { addOverloadHook } from "../dist/adapters/overload.js";
+import { createServerStats } from "../dist/src/stats.js";
+import { createIdentityPoolLimiter } from "../dist/src/db/identity-limit.js";
+import type { IdentityResolver } from "../dist/src/auth/resolver.js";
+import type pg from "pg";
+import { median } from "./lib/util.js";
+
+const { values: opts } = parseArgs({ options: { rounds: { type: "string", default: "22" }, requests: { type: "string", default: "5000" } } });
+const log = createLogger({ level: "warn", pretty: false });
+// Anonymous requests only: the resolver is never asked, the limiter never holds a connection.
+const resolver = { resolve: async () => undefined, clear() {} } as unknown as IdentityResolver;
+const limiter = createIdentityPoolLimiter({} as pg.Pool, { connections: 3, queue: 256, waitMs: 1000 });
+const answer = (f: FastifyInstance) => {
+  f.post("/graphql", (_request, reply) => void reply.send({ data: { __typename: "Query" } }));
+  return f;
+};
+const front = () => createFastify({ logger: log, stats: createServerStats(), bodyLimit: 1 << 20, requestTimeoutMs: 30_000 });
+const variants: Record<string, () => FastifyInstance> = {
+  "plain Fastify": () => answer(Fastify({ logger: false })),
+  "+ pino logger, lazy child, level-aware request lines": () =>
+    answer(Fastify({ loggerInstance: log, childLoggerFactory: lazyChildLoggerFactory, logController: new RequestLogController() }) as unknown as FastifyInstance),
+  "+ pino logger without the level-aware request lines": () =>
+    answer(Fastify({ loggerInstance: log, childLoggerFactory: lazyChildLoggerFactory }) as unknown as FastifyInstance),
+  "+ request id (random UUID)": () => answer(Fastify({ logger: false, requestIdHeader: "x-request-id", genReqId: () => randomUUID() })),
+  "+ response counters (onResponse hook)": () => {
+    const f = Fastify({ logger: false });
+    const stats = createServerStats();
+    f.addHook("onResponse", (request, reply, done) => {
+      stats.countResponse(request.routeOptions.url === "/graphql" ? "graphql" : "other", reply.raw.statusCode);
+      done();
+    });
+    return answer(f);
+  },
+  "+ identity hook (anonymous)": () => {
+    const f = Fastify({ logger: false });
+    addAuthHook(f, resolver);
+    return answer(f);
+  },
+  "+ per-identity admission hook (anonymous)": () => {
+    const f = Fastify({ logger: false });
+    addOverloadHook(f, limiter);
+    return answer(f);
+  },
+  "the hub's createFastify (all of the above but the two hooks)": () => answer(front()),
+  "the hub's front: createFastify + both hooks": () => {
+    const f = front();
+    addAuthHook(f, resolver);
+    addOverloadHook(f, limiter);
+    return answer(f);
+  },
+};
+const apps = Object.entries(variants).map(([name, make]) => ({ name, app: make(), us: [] as number[] }));
+for (const { app } of apps) await app.ready();
+const rounds = Number(opts.rounds);
+const n = Number(opts.requests);
+for (let round = -2; round < rounds; round++) {
+  for (const v of apps) {
+    const before = process.cpuUsage();
+    for (let i = 0; i < n; i++) {
+      await v.app.inject({ method: "POST", url: "/graphql", headers: { "content-type": "application/json" }, payload: '{"query":"{__typename}"}' });
+    }
+    const used = process.cpuUsage(before);
+    if (round >= 0) v.us.push((used.user + used.system) / n);
+  }
+}
+const q1 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 4)]!;
+const base = apps[0]!;
+process.stdout.write(`${rounds} rounds of ${n} requests per variant; CPU µs per request: median (lower quartile), and over plain Fastify\n`);
+for (const v of apps) {
+  process.stdout.write(
+    `${v.name.padEnd(62)} ${median(v.us).toFixed(2).padStart(6)} (${q1(v.us).toFixed(2)})  ${v === base ? "" : `+${(median(v.us) - median(base.us)).toFixed(2)} (${(q1(v.us) - q1(base.us)).toFixed(2)})`}\n`,
+  );
+}
+await Promise.all(apps.map(({ app }) => app.close()));
