@@ -131,7 +131,7 @@ export async function makeOutcomeBet(
   return withPgPoolTransaction(pool, async (pgClient) => {
     // Named statements: each connection parses and plans them once, not at every bet.
     const known = await pgClient.query<{ display_unit_name: string; display_unit_scale: number; bankroll_id: string | null; bankroll: number | null }>({
-      name: "hub-outcome-bet-currency",
+      name: "hub-outcome-bet-currency-bankroll",
       text: `select c.display_unit_name, c.display_unit_scale, b.id as bankroll_id, b.amount as bankroll
                from hub.currency c left join hub.bankroll b on b.casino_id = c.casino_id and b.currency_key = c.key
               where c.key = $1 and c.casino_id = $2`,
