@@ -21,7 +21,7 @@
 import { extendSchema, gql } from "@hubpkg/hub/graphile";
 import { clientError, ErrorCode } from "@hubpkg/hub/graphql";
 import { access, context, lambda, sideEffect } from "@hubpkg/hub/grafast";
-import { dbLockPlayerBalanceAndHouseBankroll, withPgPoolTransaction, type Pool, type PoolClient } from "@hubpkg/hub/db";
+import { dbLockPlayerBalance, dbLockPlayerBalanceAndHouseBankroll, withPgPoolTransaction, type Pool, type PoolClient } from "@hubpkg/hub/db";
 import {
   dbInsertHubHash,
   dbLockHubHashChain,
@@ -178,16 +178,22 @@ export function TowerPlugin(options: TowerPluginOptions): GraphileConfig.Plugin 
       throw refuse(field, `the wager must be a whole number of base units of at least 1; received ${wager}.`, ErrorCode.INVALID_AMOUNT);
     }
     return withPgPoolTransaction(pool, async (pgClient) => {
+      // The bankroll as last committed, unlocked: every wager of the casino in
+      // this currency updates that one row, so it is locked only by the final
+      // write. A start only adds to it, so a stale read cannot overdraw it.
       const unit = (
-        await pgClient.query<{ display_unit_name: string; display_unit_scale: number }>(
-          "select display_unit_name, display_unit_scale from hub.currency where key = $1 and casino_id = $2",
+        await pgClient.query<{ display_unit_name: string; display_unit_scale: number; bankroll_id: string | null; bankroll: number | null }>(
+          `select c.display_unit_name, c.display_unit_scale, b.id as bankroll_id, b.amount as bankroll
+             from hub.currency c left join hub.bankroll b on b.casino_id = c.casino_id and b.currency_key = c.key
+            where c.key = $1 and c.casino_id = $2`,
           [currency, player.casinoId],
         )
       ).rows[0];
       if (!unit) throw refuse(field, `unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`, ErrorCode.UNKNOWN_CURRENCY);
-      const locked = await dbLockPlayerBalanceAndHouseBankroll(pgClient, { ...player, currencyKey: currency });
-      if (!locked.found) throw refuse(field, `there is no balance for this player, or no house bankroll, in ${currency}.`, ErrorCode.INSUFFICIENT_FUNDS);
-      const { dbPlayerBalance, dbHouseBankroll } = locked;
+      const dbPlayerBalance = await dbLockPlayerBalance(pgClient, { ...player, currencyKey: currency });
+      if (!dbPlayerBalance || dbPlayerBalance.casino_id !== player.casinoId || unit.bankroll_id === null || unit.bankroll === null) {
+        throw refuse(field, `there is no balance for this player, or no house bankroll, in ${currency}.`, ErrorCode.INSUFFICIENT_FUNDS);
+      }
       if (dbPlayerBalance.amount < wager) {
         throw refuse(field, `the wager is ${wager} ${currency} but the balance is ${dbPlayerBalance.amount} ${currency}.`, ErrorCode.INSUFFICIENT_FUNDS);
       }
@@ -197,7 +203,7 @@ export function TowerPlugin(options: TowerPluginOptions): GraphileConfig.Plugin 
         type: "validate-bet",
         currency,
         wager,
-        bankroll: dbHouseBankroll.amount,
+        bankroll: unit.bankroll,
         riskLimits: riskPolicy ?? (({ bankroll }) => ({ maxPayout: bankroll })),
         maxPotentialPayout,
         displayUnitName: unit.display_unit_name,
@@ -211,16 +217,17 @@ export function TowerPlugin(options: TowerPluginOptions): GraphileConfig.Plugin 
       const gameId = (await pgClient.query<{ id: string }>("select hub_hidden.uuid_generate_v7() as id")).rows[0]!.id;
       await tagLedger(pgClient, gameId, "plugin:startTower", "tower wager");
       const balance = await pgClient.query<{ amount: number }>("update hub.balance set amount = amount - $1 where id = $2 returning amount", [wager, dbPlayerBalance.id]);
-      // Every way of playing pays back 99% of the wager on average: the house's
-      // expected gain is known at the start, whatever the player does next.
-      await pgClient.query(
-        "update hub.bankroll set amount = amount + $1, bets = bets + 1, wagered = wagered + $1, expected_value = expected_value + $2 where id = $3",
-        [wager, (wager * Number(HOUSE_EDGE_PERCENT)) / 100, dbHouseBankroll.id],
-      );
       await pgClient.query(
         `insert into app.tower_game (id, wager, net, currency_key, user_id, casino_id, experience_id, max_floor)
          values ($1, $2, -$2::float8, $3, $4, $5, $6, $7)`,
         [gameId, wager, currency, player.userId, player.casinoId, player.experienceId, maxFloor],
+      );
+      // Last, so the bankroll's row is locked only for this statement and the commit.
+      // Every way of playing pays back 99% of the wager on average: the house's
+      // expected gain is known at the start, whatever the player does next.
+      await pgClient.query(
+        "update hub.bankroll set amount = amount + $1, bets = bets + 1, wagered = wagered + $1, expected_value = expected_value + $2 where id = $3",
+        [wager, (wager * Number(HOUSE_EDGE_PERCENT)) / 100, unit.bankroll_id],
       );
       return { __typename: "StartTowerSuccess", gameId, balance: balance.rows[0]!.amount };
     });

@@ -31,9 +31,11 @@ import { ROOT, startServerProcess, type ServerProcess } from "./helpers/process.
  */
 
 const riskPolicy: RiskPolicy = ({ bankroll }) => ({ maxPayout: bankroll * 0.01 });
-const outcomeBetConfigs: OutcomeBetConfigMap<"GENERAL" | "DICE"> = {
+const outcomeBetConfigs: OutcomeBetConfigMap<"GENERAL" | "DICE" | "HIGH"> = {
   GENERAL: { houseEdge: 0.01, saveOutcomes: true, riskPolicy },
   DICE: { houseEdge: 0.01, saveOutcomes: false },
+  // A policy that limits nothing: only whether the bankroll covers the largest win.
+  HIGH: { houseEdge: 0.01, saveOutcomes: false, riskPolicy: () => ({ maxPayout: Number.MAX_SAFE_INTEGER }) },
 };
 const customGameConfigs: CustomGameConfigMap<"TOWER"> = { TOWER: { riskPolicy } };
 
@@ -338,6 +340,57 @@ t.test("the same across two hub processes on one database", async (t) => {
       await second.exited;
     }
   }
+});
+
+t.test("40 players win at once against a bankroll that covers 10 wins: 10 paid, 30 refused cleanly, never below 0", async (t) => {
+  // Every bet is made to win its whole wager (the seed draws outcome 0), so
+  // the bankroll only shrinks: exactly bankroll / wager bets can be paid. A
+  // bet that read the bankroll before others' wins committed passes the risk
+  // check and must be refused by the final write's guard instead.
+  const WAGER = 1000;
+  const WIN = [{ weight: 49, profit: 1 }, { weight: 51, profit: -1 }];
+  await createCurrency(hub.dbPool, { casinoId, key: "SMALL", displayUnitName: "small", displayUnitScale: 1 });
+  await createHouseBankroll(hub.dbPool, { casinoId, currencyKey: "SMALL", amount: 10 * WAGER });
+  const bettors = await Promise.all(
+    Array.from({ length: 40 }, async () => {
+      const p = await player(0);
+      await createPlayerBalance(hub.dbPool, { userId: p.userId, experienceId, currencyKey: "SMALL", amount: WAGER });
+      const hashChainId = await chainOf(p);
+      const clientSeed = await clientSeedForOutcome(hub.dbPool, { hashChainId, outcomes: WIN, outcomeIdx: 0 });
+      return { ...p, hashChainId, clientSeed };
+    }),
+  );
+  const results = await Promise.all(
+    bettors.map(async (p) => {
+      const input = { kind: "HIGH", wager: WAGER, currency: "SMALL", outcomes: WIN, hashChainId: p.hashChainId, clientSeed: p.clientSeed };
+      return (await p.client.request<any>(BET, { input })).hubMakeOutcomeBet.result;
+    }),
+  );
+  const paid = results.filter((r) => r.__typename === "HubMakeOutcomeBetSuccess");
+  const refused = results.filter((r) => r.__typename === "HubRiskError");
+  t.equal(paid.length, 10, "as many wins as the bankroll covers");
+  t.equal(refused.length, 30, "every other bet is a HubRiskError");
+  t.ok(paid.every((r) => r.bet.net === WAGER && r.bet.outcomeIdx === 0), "each paid bet won its wager");
+  t.ok(refused.every((r) => /cannot cover this bet's largest win in SMALL/.test(r.message)), "each refusal names the bankroll");
+  t.equal((await getHouseBankroll(hub.dbPool, { casinoId, currencyKey: "SMALL" }))!.amount, 0, "the bankroll paid out to exactly 0");
+  const { rows } = await hub.dbPool.query<{ user_id: string; amount: number; current_iteration: number; hashes: number; bets: number }>(
+    `select b.user_id, b.amount, c.current_iteration,
+            (select count(*) from hub.hash h where h.hash_chain_id = c.id and h.kind = 'INTERMEDIATE')::int as hashes,
+            (select count(*) from hub.outcome_bet o where o.user_id = b.user_id and o.currency_key = 'SMALL')::int as bets
+       from hub.balance b join hub.hash_chain c on c.user_id = b.user_id and c.active
+      where b.currency_key = 'SMALL' and b.casino_id = $1`,
+    [casinoId],
+  );
+  const winners = new Set(paid.map((r) => r.bet.userId));
+  t.equal(rows.length, 40);
+  for (const row of rows) {
+    const won = winners.has(row.user_id);
+    // A refused bet consumed and revealed no hash: the player can bet with the same seed again.
+    t.same([row.amount, row.current_iteration, row.hashes, row.bets], won ? [2 * WAGER, 999, 1, 1] : [WAGER, 1000, 0, 0], won ? "a winner" : "a refused player");
+  }
+  const ledger = await hub.dbPool.query("select count(*)::int as n from hub.ledger where currency_key = 'SMALL' and casino_id = $1 and bet_id is not null", [casinoId]);
+  t.equal(ledger.rows[0].n, 20, "two ledger rows per paid bet, none for a refusal");
+  await checkBooks(t);
 });
 
 t.test("HubGameConfigPlugin refuses a configuration it cannot serve, naming the field", async (t) => {

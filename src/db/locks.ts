@@ -16,6 +16,15 @@ import type { DbBalance, DbBankroll } from "./types.js";
  * every function here. Every bet takes the same path, so two bets can never
  * each hold the lock the other waits for (no deadlock), however many players
  * share one bankroll. A plugin that locks more rows should take these first.
+ *
+ * The bankroll of a casino's currency is one row that every bet of every
+ * player updates, so the longer a bet holds it, the fewer bets per second the
+ * whole casino makes. hubMakeOutcomeBet and the tower's start therefore never
+ * lock it up front: they read it unlocked for the risk check, lock the chain
+ * and the balance, and touch the bankroll only in their last write (for a
+ * bet that may win, an UPDATE guarded by `amount >= largest possible win`,
+ * whose refusal writes nothing). The bankroll is still the last lock taken,
+ * so the order chain → balance → bankroll holds for them too.
  */
 
 /** A pg client, pool client or anything with pg's `query`. */

@@ -80,10 +80,6 @@ export function HubGameConfigPlugin(options: HubGameConfigOptions): GraphileConf
       type HubMakeOutcomeBetSuccess {
         bet: HubOutcomeBet!
       }
-      "The chain is not the player's, not active, or exhausted: create a new one (hubCreateHashChain) and retry."
-      type HubBadHashChainError {
-        message: String!
-      }
       extend type Mutation {
         """
         A bet on weighted outcomes, drawn by the player's hash chain and client seed:
@@ -108,7 +104,12 @@ export function HubGameConfigPlugin(options: HubGameConfigOptions): GraphileConf
       }`
       : "";
     return {
+      // Defined whatever games are configured: custom games answer with them too.
       typeDefs: gql`
+        "The chain is not the player's, not active, or exhausted: create a new one (hubCreateHashChain) and retry."
+        type HubBadHashChainError {
+          message: String!
+        }
         "A bet would pay more than the game's risk policy allows for the house bankroll now."
         type HubRiskError {
           message: String!

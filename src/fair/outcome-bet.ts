@@ -8,7 +8,6 @@ import type pg from "pg";
 import { ErrorCode } from "../errors.js";
 import { clientError } from "../graphql/client-error.js";
 import { withPgPoolTransaction } from "../db/pools.js";
-import { dbLockPlayerBalanceAndHouseBankroll } from "../db/locks.js";
 import { dbLockHubHashChain } from "./db.js";
 import { getIntermediateHash } from "./chain-secret.js";
 import { outcomeIndexOf } from "./hash.js";
@@ -108,10 +107,17 @@ export function checkOutcomeBetInput(input: MakeOutcomeBetInput, config: Outcome
 }
 
 /**
- * One bet, in one transaction on the superuser pool: lock the chain, then
- * the balance, then the bankroll; take the chain's next iteration; store the
- * hash and the bet; move the money through the ledger; count the bet in the
- * bankroll. A thrown client error rolls everything back.
+ * One bet, in one transaction on the superuser pool. The house bankroll of a
+ * casino's currency is one row every bet of every player updates, so it is
+ * touched last and once: lock the chain, then the balance; check the risk
+ * against the bankroll as last committed (no lock); then one statement
+ * debits the bankroll only if it still covers the bet's largest possible win
+ * and, only if it did, consumes the hash, moves the balance and stores the
+ * bet. Its row lock is held for that statement and the commit alone. When
+ * the bankroll no longer covers the bet, nothing is written (the hash stays
+ * unused and unrevealed) and the bet is a HubRiskError; the refusal depends
+ * on the largest win, not the drawn outcome, so it reveals nothing. A thrown
+ * client error rolls everything back.
  */
 export async function makeOutcomeBet(
   pool: pg.Pool,
@@ -124,9 +130,11 @@ export async function makeOutcomeBet(
   const { wager, currency, outcomes, hashChainId, clientSeed } = input;
   return withPgPoolTransaction(pool, async (pgClient) => {
     // Named statements: each connection parses and plans them once, not at every bet.
-    const known = await pgClient.query<{ display_unit_name: string; display_unit_scale: number }>({
-      name: "hub-outcome-bet-currency",
-      text: "select display_unit_name, display_unit_scale from hub.currency where key = $1 and casino_id = $2",
+    const known = await pgClient.query<{ display_unit_name: string; display_unit_scale: number; bankroll_id: string | null; bankroll: number | null }>({
+      name: "hub-outcome-bet-currency-bankroll",
+      text: `select c.display_unit_name, c.display_unit_scale, b.id as bankroll_id, b.amount as bankroll
+               from hub.currency c left join hub.bankroll b on b.casino_id = c.casino_id and b.currency_key = c.key
+              where c.key = $1 and c.casino_id = $2`,
       values: [currency, casinoId],
     });
     const unit = known.rows[0];
@@ -140,13 +148,25 @@ export async function makeOutcomeBet(
       return { __typename: "HubBadHashChainError", message: `Hash chain ${hashChainId} is exhausted (all its ${chain.max_iteration - 1} hashes are used); create a new one (hubCreateHashChain) and retry.` };
     }
 
-    const locked = await dbLockPlayerBalanceAndHouseBankroll(pgClient, { userId, casinoId, experienceId, currencyKey: currency });
-    if (!locked.found) {
+    // The balance's lock, with the bet's id and the ledger's tags for the triggers of the final write.
+    const locked = await pgClient.query<{ id: string; amount: number; bet_id: string }>({
+      name: "hub-outcome-bet-balance",
+      text: `select id, amount, b.bet_id,
+                    set_config('hub.ledger_bet_id', b.bet_id::text, true),
+                    set_config('hub.ledger_actor', 'hub:hubMakeOutcomeBet', true),
+                    set_config('hub.ledger_reason', 'outcome bet ' || $5, true)
+               from hub.balance, (select hub_hidden.uuid_generate_v7() as bet_id) b
+              where user_id = $1 and experience_id = $2 and currency_key = $3 and casino_id = $4
+              for update of balance`,
+      values: [userId, experienceId, currency, casinoId, input.kind],
+    });
+    const dbPlayerBalance = locked.rows[0];
+    if (!dbPlayerBalance) {
       const balance = await pgClient.query("select 1 from hub.balance where user_id = $1 and experience_id = $2 and currency_key = $3", [userId, experienceId, currency]);
       if (balance.rowCount === 0) throw refuse(ErrorCode.INSUFFICIENT_FUNDS, `the wager is ${wager} ${currency} but this player has no ${currency} balance.`);
       throw refuse(ErrorCode.UNKNOWN_CURRENCY, `the house has no bankroll in ${currency}.`);
     }
-    const { dbPlayerBalance, dbHouseBankroll } = locked;
+    if (unit.bankroll_id === null || unit.bankroll === null) throw refuse(ErrorCode.UNKNOWN_CURRENCY, `the house has no bankroll in ${currency}.`);
     if (dbPlayerBalance.amount < wager) {
       throw refuse(ErrorCode.INSUFFICIENT_FUNDS, `the wager is ${wager} ${currency} but the balance is ${dbPlayerBalance.amount} ${currency}.`);
     }
@@ -155,15 +175,9 @@ export async function makeOutcomeBet(
     const totalWeight = outcomes.reduce((sum, o) => sum + o.weight, 0);
     let maxNet = -wager;
     for (const [i, o] of outcomes.entries()) if (o.weight > 0) maxNet = Math.max(maxNet, nets[i]!);
-    const riskArgs = { currency, bankroll: dbHouseBankroll.amount, displayUnitName: unit.display_unit_name, displayUnitScale: unit.display_unit_scale };
-    const risk = validateRisk({
-      type: "validate-bet",
-      ...riskArgs,
-      wager,
-      riskLimits: riskLimitsOf(config.riskPolicy, riskArgs),
-      maxPotentialPayout: wager + maxNet,
-      outcomes,
-    });
+    const riskArgs = { currency, bankroll: unit.bankroll, displayUnitName: unit.display_unit_name, displayUnitScale: unit.display_unit_scale };
+    const riskLimits = riskLimitsOf(config.riskPolicy, riskArgs);
+    const risk = validateRisk({ type: "validate-bet", ...riskArgs, wager, riskLimits, maxPotentialPayout: wager + maxNet, outcomes });
     if (!risk.ok) return { __typename: "HubRiskError", message: risk.error.message, riskLimits: risk.error.riskLimits };
     if (dbPlayerBalance.amount + maxNet > Number.MAX_SAFE_INTEGER) {
       throw refuse(ErrorCode.INVALID_AMOUNT, `a win of ${maxNet} ${currency} would take the balance past ${Number.MAX_SAFE_INTEGER} base units.`);
@@ -178,49 +192,47 @@ export async function makeOutcomeBet(
     // The house's expected gain: minus the player's expected net over the weights.
     const expectedValue = -outcomes.reduce((sum, o, i) => sum + (o.weight / totalWeight) * nets[i]!, 0);
 
-    // Two statements, so a bet holds the bankroll's lock for few round trips.
-    // First: consume the iteration, store the hash, and name the bet for the
-    // ledger rows the balance and bankroll triggers write in the second.
-    const first = await pgClient.query<{ bet_id: string; hash_id: string }>({
-      name: "hub-outcome-bet-hash",
-      text: `with advanced as (
-         update hub.hash_chain set current_iteration = $2 where id = $1 and current_iteration = $2 + 1 returning id
+    // Every other write reads the bankroll's row: when the guard refuses,
+    // the statement writes nothing at all.
+    const { rows } = await pgClient.query<{ covered: boolean; balance: number | null; bet: boolean }>({
+      name: "hub-outcome-bet-write",
+      text: `with bankroll as (
+         update hub.bankroll set amount = amount - $5, bets = bets + 1, wagered = wagered + $3, expected_value = expected_value + $16
+          where id = $17 and amount >= $18 returning 1
+       ), advanced as (
+         update hub.hash_chain set current_iteration = $19 from bankroll where hash_chain.id = $20 and current_iteration = $19 + 1 returning hash_chain.id
        ), hash as (
          insert into hub.hash (hash_chain_id, kind, digest, iteration, client_seed)
-         select id, 'INTERMEDIATE', $3, $2, $4 from advanced returning id
-       ), bet as (select hub_hidden.uuid_generate_v7() as id)
-       select bet.id as bet_id, hash.id as hash_id,
-              set_config('hub.ledger_bet_id', bet.id::text, true),
-              set_config('hub.ledger_actor', 'hub:hubMakeOutcomeBet', true),
-              set_config('hub.ledger_reason', 'outcome bet ' || $5, true)
-         from bet, hash`,
-      values: [chain.id, iteration, Buffer.from(derived.hash), clientSeed, input.kind],
-    });
-    if (!first.rows[0]) throw new Error(`hubMakeOutcomeBet: chain ${chain.id} moved past iteration ${iteration + 1} while locked`);
-    const { bet_id: betId, hash_id: hashId } = first.rows[0];
-    const second = await pgClient.query<{ amount: number }>({
-      name: "hub-outcome-bet-money",
-      text: `with balance as (
-         update hub.balance set amount = amount + $5 where id = $16 returning amount
-       ), bankroll as (
-         update hub.bankroll set amount = amount - $5, bets = bets + 1, wagered = wagered + $3, expected_value = expected_value + $17
-          where id = $18 returning 1
+         select id, 'INTERMEDIATE', $21, $19, $22 from advanced returning id
+       ), balance as (
+         update hub.balance set amount = amount + $5 from bankroll where balance.id = $15 returning balance.amount
        ), bet as (
          insert into hub.outcome_bet (id, kind, wager, profit, net, outcomes, outcome_idx, currency_key, hash_id, user_id, casino_id, experience_id, metadata)
-         select $1, $2, $3, $4, $5, coalesce(array_agg(row(o.weight, o.profit)::hub.outcome order by o.n) filter (where $13), '{}'),
-                $6, $7, $8, $9, $10, $11, coalesce($12::jsonb, '{}')
-           from unnest($14::float8[], $15::float8[]) with ordinality as o(weight, profit, n)
+         select $1, $2, $3, $4, $5, o.outcomes, $6, $7, hash.id, $8, $9, $10, coalesce($11::jsonb, '{}')
+           from hash cross join lateral (
+             select coalesce(array_agg(row(u.weight, u.profit)::hub.outcome order by u.n) filter (where $12), '{}') as outcomes
+               from unnest($13::float8[], $14::float8[]) with ordinality as u(weight, profit, n)
+           ) o
          returning 1
        )
-       select balance.amount from balance, bankroll, bet`,
+       select exists (select from bankroll) as covered, (select amount from balance) as balance, exists (select from bet) as bet`,
       values: [
-        betId, input.kind, wager, outcomes[outcomeIdx]!.profit, net, outcomeIdx, currency, hashId, userId, casinoId, experienceId,
+        dbPlayerBalance.bet_id, input.kind, wager, outcomes[outcomeIdx]!.profit, net, outcomeIdx, currency, userId, casinoId, experienceId,
         input.metadata === undefined || input.metadata === null ? null : JSON.stringify(input.metadata),
         config.saveOutcomes, outcomes.map((o) => o.weight), outcomes.map((o) => o.profit),
-        dbPlayerBalance.id, expectedValue, dbHouseBankroll.id,
+        dbPlayerBalance.id, expectedValue, unit.bankroll_id, Math.max(0, maxNet),
+        iteration, chain.id, Buffer.from(derived.hash), clientSeed,
       ],
     });
-    if (!second.rows[0]) throw new Error("hubMakeOutcomeBet: the balance, bankroll or bet row was not written");
-    return { __typename: "HubMakeOutcomeBetSuccess", betId, outcomeIdx, net, balance: second.rows[0].amount };
+    const written = rows[0]!;
+    if (!written.covered) {
+      return {
+        __typename: "HubRiskError",
+        message: `The house cannot cover this bet's largest win in ${currency} now. Lower the wager or the multiplier.`,
+        riskLimits,
+      };
+    }
+    if (!written.bet || written.balance === null) throw new Error(`hubMakeOutcomeBet: chain ${chain.id} moved past iteration ${iteration + 1} while locked, or the balance was not written`);
+    return { __typename: "HubMakeOutcomeBetSuccess", betId: dbPlayerBalance.bet_id, outcomeIdx, net, balance: written.balance };
   });
 }
