@@ -255,6 +255,45 @@ t.test("Transfers: a real deposit, a withdrawal stuck while the casino is down, 
   t.equal(rows[0].n, 1, "in the database too");
 });
 
+t.test("live feed: outcome bets of two kinds appear; then every page at 1280 px and at a phone's width", async (t) => {
+  const page = await signedIn(t);
+  await page.goto(`${hub.url}/admin/#/bets`);
+  await page.locator(".badge.live").waitFor();
+  const { hubCreateHashChain } = await ok(hub.url, player.headers, "mutation { hubCreateHashChain { hashChain { id } } }");
+  const ids: string[] = [];
+  for (const [i, kind] of ["DICE", "GENERAL", "DICE"].entries()) {
+    const r = await ok(hub.url, player.headers, BET, {
+      i: { kind, wager: 10 + i, currency: "BTC", outcomes: DICE, hashChainId: hubCreateHashChain.hashChain.id, clientSeed: `live-${i}` },
+    });
+    ids.push(r.hubMakeOutcomeBet.result.bet.id);
+  }
+  for (const id of ids) {
+    await page.locator(`table[data-testid="live-feed"] [data-bet-id="${id}"]`).waitFor({ timeout: 10_000 });
+  }
+  t.pass("each outcome bet is in the live feed");
+  await page.locator('table[data-testid="bets"] tbody tr', { hasText: "GENERAL" }).first().waitFor();
+  t.match(await page.locator('table[data-testid="bets"]').textContent(), /HubOutcomeBet · DICE[\s\S]*HubOutcomeBet · GENERAL|HubOutcomeBet · GENERAL[\s\S]*HubOutcomeBet · DICE/, "the list shows both kinds");
+  await shoot(t, page, "live-feed-outcome-bets-1280");
+
+  for (const [name, width] of [["1280", 1280], ["phone", 390]] as const) {
+    const p = await signedIn(t, width);
+    await p.locator("figure.chart").first().waitFor();
+    await shoot(t, p, `features-overview-${name}`);
+    await p.goto(`${hub.url}/admin/#/players/${player.userId}`);
+    await p.locator('table[data-testid="ledger"]').waitFor();
+    await shoot(t, p, `features-player-${name}`);
+    await p.goto(`${hub.url}/admin/#/bets`);
+    await p.locator('table[data-testid="bets"] tbody tr').first().waitFor();
+    await shoot(t, p, `features-bets-${name}`);
+    await p.goto(`${hub.url}/admin/#/transfers`);
+    await p.locator('table[data-testid="allHubWithdrawals"]').waitFor();
+    await shoot(t, p, `features-transfers-${name}`);
+    await p.goto(`${hub.url}/admin/#/config`);
+    await p.locator('table[data-testid="casinos"]').waitFor();
+    await shoot(t, p, `features-configuration-${name}`);
+  }
+});
+
 t.test("no script error in any page", async (t) => {
   t.same(pageErrors, []);
 });
