@@ -37,6 +37,19 @@ let browser: Browser;
 let operator: Record<string, string>;
 let operatorKey: string;
 let player: { userId: string; headers: Record<string, string> };
+let experienceId: string;
+
+/** A player of the simulated casino, with money deposited the way the casino's backend reports it. */
+async function funded(uname: string, amount: number) {
+  const user = await createPlayer(hub.dbPool, { casinoId, uname });
+  const { token } = await hub.authenticate(user.id, experienceId);
+  casino.fund(uname, "BTC", amount);
+  const mpTransferId = casino.deposit(uname, "BTC", amount);
+  await ok(hub.url, operator, "mutation($i: HubRecordDepositInput!) { hubRecordDeposit(input: $i) { created } }", {
+    i: { casinoId, mpTransferId, uname, experience: "main", currencyKey: "BTC", amount },
+  });
+  return { userId: user.id, headers: { authorization: `session:${token}` } };
+}
 
 t.before(async () => {
   if (!fs.existsSync(path.join(ROOT, "dist/dashboard/index.html"))) {
@@ -55,16 +68,9 @@ t.before(async () => {
   if (!(await getHouseBankroll(hub.dbPool, { casinoId, currencyKey: "BTC" }))) {
     await createHouseBankroll(hub.dbPool, { casinoId, currencyKey: "BTC", amount: 10_000_000 });
   }
-  const user = await createPlayer(hub.dbPool, { casinoId, uname: NAME });
   const { rows } = await hub.dbPool.query<{ id: string }>("insert into hub.experience (casino_id, name) values ($1, 'main') returning id", [casinoId]);
-  const { token } = await hub.authenticate(user.id, rows[0]!.id);
-  player = { userId: user.id, headers: { authorization: `session:${token}` } };
-  // The player's money arrives as the casino's backend reports it: a real deposit.
-  casino.fund(NAME, "BTC", 10_000);
-  const mpTransferId = casino.deposit(NAME, "BTC", 10_000);
-  await ok(hub.url, operator, "mutation($i: HubRecordDepositInput!) { hubRecordDeposit(input: $i) { created } }", {
-    i: { casinoId, mpTransferId, uname: NAME, experience: "main", currencyKey: "BTC", amount: 10_000 },
-  });
+  experienceId = rows[0]!.id;
+  player = await funded(NAME, 10_000);
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
   t.comment(`screenshots: ${SHOTS}`);
 });
@@ -259,10 +265,11 @@ t.test("live feed: outcome bets of two kinds appear; then every page at 1280 px 
   const page = await signedIn(t);
   await page.goto(`${hub.url}/admin/#/bets`);
   await page.locator(".badge.live").waitFor();
-  const { hubCreateHashChain } = await ok(hub.url, player.headers, "mutation { hubCreateHashChain { hashChain { id } } }");
+  const alice = await funded("alice", 5_000);
+  const { hubCreateHashChain } = await ok(hub.url, alice.headers, "mutation { hubCreateHashChain { hashChain { id } } }");
   const ids: string[] = [];
-  for (const [i, kind] of ["DICE", "GENERAL", "DICE"].entries()) {
-    const r = await ok(hub.url, player.headers, BET, {
+  for (const [i, kind] of ["DICE", "GENERAL", "DICE", "DICE", "GENERAL"].entries()) {
+    const r = await ok(hub.url, alice.headers, BET, {
       i: { kind, wager: 10 + i, currency: "BTC", outcomes: DICE, hashChainId: hubCreateHashChain.hashChain.id, clientSeed: `live-${i}` },
     });
     ids.push(r.hubMakeOutcomeBet.result.bet.id);
@@ -271,7 +278,8 @@ t.test("live feed: outcome bets of two kinds appear; then every page at 1280 px 
     await page.locator(`table[data-testid="live-feed"] [data-bet-id="${id}"]`).waitFor({ timeout: 10_000 });
   }
   t.pass("each outcome bet is in the live feed");
-  await page.locator('table[data-testid="bets"] tbody tr', { hasText: "GENERAL" }).first().waitFor();
+  await page.locator('table[data-testid="bets"] tbody tr').nth(ids.length + 2).waitFor();
+  await page.locator('table[data-testid="bets"] tbody tr').first().getByText("alice").waitFor();
   t.match(await page.locator('table[data-testid="bets"]').textContent(), /HubOutcomeBet · DICE[\s\S]*HubOutcomeBet · GENERAL|HubOutcomeBet · GENERAL[\s\S]*HubOutcomeBet · DICE/, "the list shows both kinds");
   await shoot(t, page, "live-feed-outcome-bets-1280");
 
