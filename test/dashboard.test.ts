@@ -5,9 +5,9 @@ import fs from "node:fs";
 import path from "node:path";
 import { execFileSync } from "node:child_process";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
-import { defaultPlugins } from "@hubpkg/hub";
+import { defaultPlugins, HubGameConfigPlugin } from "@hubpkg/hub";
 import { createHouseBankroll, createPlayerBalance, getHouseBankroll, startTestServer, type TestServer } from "@hubpkg/hub/test";
-import { CoinflipBetPlugin, CoinflipPlanPlugin, referenceMigrationsPath } from "@hubpkg/hub/plugins";
+import { CoinflipBetPlugin, CoinflipPlanPlugin, referenceMigrationsPath, TowerPlugin } from "@hubpkg/hub/plugins";
 import { gql } from "./helpers/http.js";
 import { makeOperator, makePlayer, type Player } from "./helpers/credentials.js";
 
@@ -43,7 +43,13 @@ t.before(async () => {
     logLevel: (process.env.TEST_LOG_LEVEL as "silent" | undefined) ?? "silent",
     extraPgSchemas: ["app"],
     userDatabaseMigrationsPath: referenceMigrationsPath,
-    plugins: [...defaultPlugins, CoinflipPlanPlugin, CoinflipBetPlugin],
+    plugins: [
+      ...defaultPlugins,
+      CoinflipPlanPlugin,
+      CoinflipBetPlugin,
+      TowerPlugin({ maxFloor: 3 }),
+      HubGameConfigPlugin({ outcomeBetConfigs: { GENERAL: { houseEdge: 0.01, saveOutcomes: false } }, customGameConfigs: { TOWER: { riskPolicy: ({ bankroll }) => ({ maxPayout: bankroll * 0.01 }) } } }),
+    ],
   });
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
   operatorKey = (await makeOperator(hub.superuserDatabaseUrl)).key;
@@ -266,6 +272,21 @@ t.test("live feed: a bet placed by a test player appears", async (t) => {
   t.pass("with the player's name");
   await page.locator('table[data-testid="bets"] tbody tr').nth(0).getByText("dashboard-bettor").waitFor();
   t.pass("and the list below refreshed");
+
+  // A tower climb: its wager and its cash-out move the balance; each shows in the feed.
+  const start = await gql(hub.url, `mutation { startTower(input: { wager: 20, currency: "HOUSE" }) { result { __typename ... on StartTowerSuccess { game { id } } } } }`, {}, bettor.header);
+  const gameId = (start.body.data as any)?.startTower.result.game?.id as string;
+  t.ok(gameId, `a tower game started (${JSON.stringify(start.body.errors ?? (start.body.data as any)?.startTower.result.__typename)})`);
+  const chain = await gql(hub.url, "mutation { hubCreateHashChain { hashChain { id } } }", {}, bettor.header);
+  const chainId = (chain.body.data as any).hubCreateHashChain.hashChain.id as string;
+  const move = await gql(hub.url, `mutation($i: MoveTowerInput!) { moveTower(input: $i) { result { __typename ... on MoveTowerSuccess { survived } } } }`, { i: { gameId, tile: 0, hashChainId: chainId, clientSeed: "dashboard" } }, bettor.header);
+  const survived = (move.body.data as any)?.moveTower.result.survived as boolean;
+  t.type(survived, "boolean", `the move was played (${JSON.stringify(move.body.errors ?? (move.body.data as any)?.moveTower.result)})`);
+  if (survived) await gql(hub.url, `mutation { cashOutTower(input: { gameId: "${gameId}" }) { balance } }`, {}, bettor.header);
+  const tower = page.locator('table[data-testid="live-feed"] tbody tr', { hasText: /tower/i });
+  await tower.first().waitFor({ timeout: 10_000 });
+  t.comment(`tower rows in the feed: ${JSON.stringify(await tower.allTextContents())}`);
+  t.ok((await tower.count()) >= 1, "the tower's balance changes are in the live feed");
   await shoot(t, page, "live-feed-1280");
 });
 
