@@ -106,7 +106,7 @@ export async function loadCapabilities(key: string): Promise<Capabilities> {
   } catch (error) {
     if (/introspection/i.test((error as Error).message)) {
       throw new GraphQLRequestError(
-        "This hub refuses GraphQL introspection (HUB_INTROSPECTION=off, the production default), which the dashboard needs to see what the hub offers: start it with HUB_INTROSPECTION=on (or introspection: true) to use the dashboard.",
+        "This hub refuses GraphQL introspection to this key, which the dashboard needs to see what the hub offers. This hub allows it to operators' API keys even with HUB_INTROSPECTION=off; an older hub needs HUB_INTROSPECTION=on (or introspection: true).",
         (error as GraphQLRequestError).codes ?? [],
       );
     }

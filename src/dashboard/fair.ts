@@ -21,11 +21,11 @@ export function digestBytes(digest: string): Uint8Array {
 export const hexOf = (bytes: Uint8Array) => [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
 
 export async function sha256(bytes: Uint8Array): Promise<Uint8Array> {
-  return new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as BufferSource));
+  return new Uint8Array(await crypto.subtle.digest("SHA-256", new Uint8Array(bytes)));
 }
 
 export async function hmacSha256(key: Uint8Array, message: string): Promise<Uint8Array> {
-  const k = await crypto.subtle.importKey("raw", key as BufferSource, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const k = await crypto.subtle.importKey("raw", new Uint8Array(key), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
   return new Uint8Array(await crypto.subtle.sign("HMAC", k, new TextEncoder().encode(message)));
 }
 
@@ -54,8 +54,9 @@ export function pickIndex(fraction: number, weights: number[]): number {
 export interface Verification {
   finalHash: string;
   fraction: number;
+  /** -1 and undefined when the bet's outcomes were not saved (nothing to draw from). */
   computedIdx: number;
-  outcomeMatches: boolean;
+  outcomeMatches: boolean | undefined;
   /** undefined when the next iteration's hash is not available to compare with. */
   chainMatches: boolean | undefined;
 }
@@ -64,8 +65,23 @@ export async function verifyBet(input: { digest: string; clientSeed: string; wei
   const hash = digestBytes(input.digest);
   const final = await hmacSha256(hash, input.clientSeed);
   const fraction = normalise(final);
-  const computedIdx = pickIndex(fraction, input.weights);
+  const computedIdx = input.weights.length ? pickIndex(fraction, input.weights) : -1;
   let chainMatches: boolean | undefined;
   if (input.nextDigest !== undefined) chainMatches = hexOf(await sha256(hash)) === hexOf(digestBytes(input.nextDigest));
-  return { finalHash: hexOf(final), fraction, computedIdx, outcomeMatches: computedIdx === input.outcomeIdx, chainMatches };
+  return { finalHash: hexOf(final), fraction, computedIdx, outcomeMatches: input.weights.length ? computedIdx === input.outcomeIdx : undefined, chainMatches };
+}
+
+/** Longest walk from a revealed preimage the page does in the browser (about a second of SHA-256). */
+export const MAX_PREIMAGE_WALK = 200_000;
+
+/**
+ * Whether hashing the chain's revealed preimage (iteration 0) `iteration` times
+ * gives this hash: the proof, once the chain is revealed, that the hash was
+ * fixed when the chain was made. undefined when the walk would be too long.
+ */
+export async function fromPreimage(preimage: string, iteration: number, digest: string): Promise<boolean | undefined> {
+  if (iteration > MAX_PREIMAGE_WALK) return undefined;
+  let h = digestBytes(preimage);
+  for (let i = 0; i < iteration; i++) h = await sha256(h);
+  return hexOf(h) === hexOf(digestBytes(digest));
 }

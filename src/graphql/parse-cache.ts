@@ -42,6 +42,12 @@ export interface ParseCacheOptions {
   maxTokens: number;
   /** Rules run first; the document meets the standard (and other plugins') rules only if these pass. */
   firstRules: readonly ValidationRule[];
+  /**
+   * Other first rules for requests this says are an operator's (an API key the
+   * auth hook verified): they get their own validator and their own cache, so a
+   * document valid for an operator is never served from cache to anyone else.
+   */
+  operator?: { firstRules: readonly ValidationRule[]; is: (requestContext: Partial<Grafast.RequestContext>) => boolean };
 }
 
 export const DEFAULT_PARSE_CACHE = { maxBytes: 16 * 1024 * 1024, maxEntryBytes: 1024 * 1024, maxTokens: 20_000 };
@@ -215,20 +221,23 @@ export function makeParseAndValidatePlugin(options: Partial<ParseCacheOptions>):
         setPreset(next, event) {
           const original = event.getExecutionConfig;
           const standardRules = () => event.validationRules;
+          const { operator } = resolved;
           let lastSchema: GraphQLSchema | undefined;
           let lastParseAndValidate: ExecutionConfig["parseAndValidate"] | undefined;
-          const substitute = (config: ExecutionConfig): ExecutionConfig => {
+          let lastOperatorParseAndValidate: ExecutionConfig["parseAndValidate"] | undefined;
+          const substitute = (config: ExecutionConfig, ctx: Partial<Grafast.RequestContext>): ExecutionConfig => {
             if (config.schema !== lastSchema) {
               lastSchema = config.schema;
               lastParseAndValidate = makeParseAndValidate(config.schema, standardRules, resolved);
+              lastOperatorParseAndValidate = operator ? makeParseAndValidate(config.schema, standardRules, { ...resolved, firstRules: operator.firstRules }) : undefined;
             }
             // A fresh object per call (grafserv builds one per request): safe to change.
-            config.parseAndValidate = lastParseAndValidate!;
+            config.parseAndValidate = lastOperatorParseAndValidate && operator!.is(ctx) ? lastOperatorParseAndValidate : lastParseAndValidate!;
             return config;
           };
           event.getExecutionConfig = function getExecutionConfig(ctx) {
             const config = original.call(this, ctx);
-            return isPromiseLike(config) ? Promise.resolve(config).then(substitute) : substitute(config);
+            return isPromiseLike(config) ? Promise.resolve(config).then((c) => substitute(c, ctx)) : substitute(config, ctx);
           };
           return next();
         },

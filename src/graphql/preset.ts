@@ -58,7 +58,13 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
     plugins: [
       HubInflectionPlugin,
       ErrorRequestIdPlugin,
-      makeParseAndValidatePlugin({ firstRules: queryLimitRules(input.limits) }),
+      makeParseAndValidatePlugin({
+        firstRules: queryLimitRules(input.limits),
+        // Introspection off still lets operators (verified API keys) introspect: the dashboard needs it.
+        ...(input.limits.introspection
+          ? {}
+          : { operator: { firstRules: queryLimitRules({ ...input.limits, introspection: true }), is: (ctx) => requestInfo(ctx).identity?.kind === "operator" } }),
+      }),
       ClientInputPlugin,
       ...input.plugins,
     ],

@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState, type FormEvent } from "react";
 import { betSources, gql, liveClient, scalarFields, type Capabilities } from "../api.js";
 import { useCaps } from "../context.js";
-import { digestBytes, hexOf, verifyBet, type Verification } from "../fair.js";
+import { digestBytes, fromPreimage, hexOf, MAX_PREIMAGE_WALK, verifyBet, type Verification } from "../fair.js";
 import { ErrorBox, fmtDelta, fmtTime, Loading, NotAvailable, Section, short, Table, text, useLoad } from "../ui.js";
 import { betRowCells, BET_HEAD, readBets } from "./BetList.js";
 
@@ -211,7 +211,8 @@ function Verify({ bet }: { bet: any }) {
     if (!hash) throw new Error(`The hash ${bet.hashId} is not readable.`);
     let chain: any;
     if (caps.query.has("hubHashChainById")) {
-      chain = (await gql<{ hubHashChainById: any }>(`query HubDashboardChain($id: UUID!) { hubHashChainById(id: $id) { id active currentIteration maxIteration } }`, { id: hash.hashChainId })).hubHashChainById;
+      const preimage = caps.types.get("HubHashChain")?.fields.has("preimageHash") ? "preimageHash { digest }" : "";
+      chain = (await gql<{ hubHashChainById: any }>(`query HubDashboardChain($id: UUID!) { hubHashChainById(id: $id) { id active currentIteration maxIteration ${preimage} } }`, { id: hash.hashChainId })).hubHashChainById;
     }
     // The next iteration's hash, revealed before this one, commits to it.
     let nextDigest: string | undefined;
@@ -224,14 +225,16 @@ function Verify({ bet }: { bet: any }) {
     }
     const outcomes: any[] = Array.isArray(bet.outcomes) ? bet.outcomes : [];
     const weights = outcomes.map((o) => Number(o?.weight ?? 0));
-    const verification: Verification | undefined = hash.clientSeed !== null && weights.length ? await verifyBet({ digest: hash.digest, clientSeed: hash.clientSeed, weights, outcomeIdx: bet.outcomeIdx, nextDigest }) : undefined;
-    return { hash, chain, nextDigest, verification };
+    const verification: Verification | undefined = hash.clientSeed !== null ? await verifyBet({ digest: hash.digest, clientSeed: hash.clientSeed, weights, outcomeIdx: bet.outcomeIdx, nextDigest }) : undefined;
+    // Once the chain is revealed, its preimage proves every hash of it.
+    const preimage: boolean | undefined | null = chain?.preimageHash ? await fromPreimage(chain.preimageHash.digest, hash.iteration, hash.digest) : null;
+    return { hash, chain, nextDigest, verification, preimage };
   }, [bet.id]);
   if (!bet.hashId) return <p className="muted">This game's bets carry no hash: nothing to verify (provably fair bets have one).</p>;
   if (!fair) return <NotAvailable what="Provably fair verification" needs={["hubHashById"]} />;
   if (result.loading) return <Loading when />;
   if (result.error) return <ErrorBox error={result.error} />;
-  const { hash, chain, verification } = result.data!;
+  const { hash, chain, verification, preimage } = result.data!;
   return (
     <Section title="Provably fair">
       <dl className="kv">
@@ -247,7 +250,7 @@ function Verify({ bet }: { bet: any }) {
           <>
             <dt>Chain</dt>
             <dd>
-              {short(chain.id)} · {chain.active ? "active" : "closed"} · iteration {chain.currentIteration} of {chain.maxIteration}
+              {short(chain.id)} · {chain.preimageHash ? "revealed" : chain.active ? "active" : "retired"} · iteration {chain.currentIteration} of {chain.maxIteration}
             </dd>
           </>
         )}
@@ -258,8 +261,12 @@ function Verify({ bet }: { bet: any }) {
               <code>{verification.finalHash}</code> → {verification.fraction.toFixed(10)}
             </dd>
             <dt>Outcome</dt>
-            <dd data-testid="verify-outcome" className={verification.outcomeMatches ? "pos" : "neg"}>
-              {verification.outcomeMatches ? `✔ outcome ${verification.computedIdx} as recorded` : `✘ computed outcome ${verification.computedIdx}, recorded ${bet.outcomeIdx}`}
+            <dd data-testid="verify-outcome" className={verification.outcomeMatches === undefined ? "" : verification.outcomeMatches ? "pos" : "neg"}>
+              {verification.outcomeMatches === undefined
+                ? "This game does not save its outcomes: the drawn outcome cannot be checked here."
+                : verification.outcomeMatches
+                  ? `✔ outcome ${verification.computedIdx} as recorded`
+                  : `✘ computed outcome ${verification.computedIdx}, recorded ${bet.outcomeIdx}`}
             </dd>
             <dt>Chain link</dt>
             <dd data-testid="verify-chain" className={verification.chainMatches === false ? "neg" : verification.chainMatches ? "pos" : ""}>
@@ -271,8 +278,18 @@ function Verify({ bet }: { bet: any }) {
             </dd>
           </>
         )}
+        <dt>Preimage</dt>
+        <dd data-testid="verify-preimage" className={preimage === true ? "pos" : preimage === false ? "neg" : ""}>
+          {preimage === null
+            ? "Not revealed yet: the chain's preimage proves every hash of it once the player reveals it."
+            : preimage === undefined
+              ? `Revealed; this hash is more than ${MAX_PREIMAGE_WALK.toLocaleString("en")} steps from it, too many to check here.`
+              : preimage
+                ? `✔ SHA-256 applied ${hash.iteration} times to the revealed preimage gives this hash`
+                : `✘ SHA-256 applied ${hash.iteration} times to the revealed preimage does not give this hash`}
+        </dd>
       </dl>
-      {!verification && <p className="muted">No client seed or outcomes on this bet: nothing to verify.</p>}
+      {!verification && <p className="muted">No client seed on this bet: its outcome cannot be checked.</p>}
     </Section>
   );
 }

@@ -2,7 +2,7 @@ import { gql, scalarFields, type FieldInfo } from "../api.js";
 import { useCaps } from "../context.js";
 import { ConfirmButton, ErrorBox, fmtTime, Loading, NotAvailable, Section, short, text, useLoad } from "../ui.js";
 
-/** A withdrawal still pending after this long, or with an error, is shown as stuck. */
+/** A withdrawal still pending after this long, or whose last attempt failed, is shown as stuck. */
 const STUCK_AFTER_MS = 5 * 60_000;
 
 function cell(field: FieldInfo, value: unknown) {
@@ -13,19 +13,29 @@ function cell(field: FieldInfo, value: unknown) {
 }
 
 /** Every scalar column the hub exposes on the type: this page shows what exists. */
-function GenericList({ title, listField, type, rowClass, actions }: { title: string; listField: string; type: string; rowClass?: (row: any) => string; actions?: (row: any, reload: () => void) => React.ReactNode }) {
+/** Columns taken from elsewhere than the row itself (the withdrawal's job in the transfer worker). */
+interface Extra {
+  name: string;
+  render: (row: any) => React.ReactNode;
+}
+
+function GenericList({ title, listField, type, rowClass, actions, extra = [], onReload, filter = "" }: { title: string; listField: string; type: string; rowClass?: (row: any) => string; actions?: (row: any, reload: () => void) => React.ReactNode; extra?: Extra[]; onReload?: () => void; filter?: string }) {
   const caps = useCaps();
   const fields = scalarFields(caps, type);
   const withUser = caps.types.get(type)?.fields.has("hubUserByUserId");
   const list = useLoad(async () => {
     const data = await gql<{ list: { nodes: any[]; totalCount: number } }>(
-      `query HubDashboardTransfers { list: ${listField}(orderBy: PRIMARY_KEY_DESC, first: 100) { totalCount nodes { ${fields.map((f) => f.name).join(" ")} ${withUser ? "hubUserByUserId { uname }" : ""} } } }`,
+      `query HubDashboardTransfers { list: ${listField}(orderBy: PRIMARY_KEY_DESC, first: 100${filter}) { totalCount nodes { ${fields.map((f) => f.name).join(" ")} ${withUser ? "hubUserByUserId { uname }" : ""} } } }`,
     );
     return data.list;
   }, [listField]);
+  const reload = () => {
+    list.reload();
+    onReload?.();
+  };
   const shown = fields.filter((f) => !["casinoId", "experienceId", ...(withUser ? ["userId"] : [])].includes(f.name));
   return (
-    <Section title={`${title}${list.data ? ` (${list.data.totalCount})` : ""}`} actions={<button onClick={list.reload}>Refresh</button>}>
+    <Section title={`${title}${list.data ? ` (${list.data.totalCount})` : ""}`} actions={<button onClick={reload}>Refresh</button>}>
       <Loading when={list.loading && !list.data} />
       <ErrorBox error={list.error} />
       {list.data && list.data.nodes.length === 0 && <p className="muted">None.</p>}
@@ -36,6 +46,9 @@ function GenericList({ title, listField, type, rowClass, actions }: { title: str
               <tr>
                 {withUser && <th>Player</th>}
                 {actions && <th />}
+                {extra.map((e) => (
+                  <th key={e.name}>{e.name}</th>
+                ))}
                 {shown.map((f) => (
                   <th key={f.name}>{f.name}</th>
                 ))}
@@ -45,7 +58,10 @@ function GenericList({ title, listField, type, rowClass, actions }: { title: str
               {list.data.nodes.map((row) => (
                 <tr key={row.id} className={rowClass?.(row) ?? ""}>
                   {withUser && <td>{row.userId ? <a href={`#/players/${row.userId}`}>{row.hubUserByUserId?.uname ?? row.userId}</a> : "–"}</td>}
-                  {actions && <td>{actions(row, list.reload)}</td>}
+                  {actions && <td>{actions(row, reload)}</td>}
+                  {extra.map((e) => (
+                    <td key={e.name}>{e.render(row)}</td>
+                  ))}
                   {shown.map((f) => (
                     <td key={f.name}>{cell(f, row[f.name])}</td>
                   ))}
@@ -72,12 +88,29 @@ export function Transfers() {
   }
   const retry = caps.mutation.has("hubRetryWithdrawal");
   const refund = caps.mutation.has("hubRefundWithdrawal");
-  const errorField = scalarFields(caps, "HubWithdrawal").find((f) => /error/i.test(f.name))?.name;
+  // A withdrawal's attempts and last error live on its item in the transfer worker's queue.
+  const hasJobs = has("allHubTransferJobs");
+  const jobs = useLoad(async () => {
+    if (!hasJobs) return new Map<string, any>();
+    const data = await gql<{ jobs: { nodes: any[] } }>(
+      `query HubDashboardWithdrawalJobs { jobs: allHubTransferJobs(condition: { kind: "WITHDRAWAL" }, orderBy: PRIMARY_KEY_DESC, first: 500) { nodes { withdrawalRequestId status attempts lastError nextAttemptAt } } }`,
+    );
+    return new Map(data.jobs.nodes.map((j) => [j.withdrawalRequestId as string, j]));
+  }, [hasJobs]);
+  const jobOf = (row: any) => jobs.data?.get(row.withdrawalRequestId);
   const stuck = (row: any) => {
     const pending = typeof row.status === "string" && !/^(COMPLETED|DONE|SUCCEEDED|REFUNDED|CANCELED|CANCELLED)$/i.test(row.status);
     const old = row.statusAt && Date.now() - Date.parse(row.statusAt) > STUCK_AFTER_MS;
-    return (pending && (old || (errorField && row[errorField]))) ? "stuck" : "";
+    const job = jobOf(row);
+    return pending && (old || job?.lastError || job?.status === "FAILED") ? "stuck" : "";
   };
+  const extra: Extra[] = hasJobs
+    ? [
+        { name: "attempts", render: (row) => text(jobOf(row)?.attempts ?? "–") },
+        { name: "lastError", render: (row) => <span className="last-error">{text(jobOf(row)?.lastError ?? "")}</span> },
+        { name: "nextAttemptAt", render: (row) => (jobOf(row)?.status === "PENDING" ? fmtTime(jobOf(row).nextAttemptAt) : "–") },
+      ]
+    : [];
   const act = (name: "hubRetryWithdrawal" | "hubRefundWithdrawal", label: string, question: string) => (row: any, reload: () => void) => (
     <ConfirmButton
       key={name}
@@ -85,21 +118,26 @@ export function Transfers() {
       question={question}
       danger={name === "hubRefundWithdrawal"}
       onConfirm={async () => {
-        await gql(`mutation HubDashboardTransferAction($id: UUID!) { ${name}(input: { withdrawalRequestId: $id }) { __typename } }`, { id: row.withdrawalRequestId });
-        reload();
+        try {
+          await gql(`mutation HubDashboardTransferAction($id: UUID!) { ${name}(input: { withdrawalRequestId: $id }) { __typename } }`, { id: row.withdrawalRequestId });
+        } finally {
+          reload();
+        }
       }}
     />
   );
   return (
     <div className="stack">
       <h1>Transfers</h1>
-      <p className="muted">Rows highlighted are stuck: not finished {STUCK_AFTER_MS / 60_000} minutes after their last change, or with an error.</p>
+      <p className="muted">Rows highlighted are stuck: not finished {STUCK_AFTER_MS / 60_000} minutes after their last change, or their last attempt failed.</p>
       {has("allHubWithdrawals") ? (
         <GenericList
           title="Withdrawals"
           listField="allHubWithdrawals"
           type="HubWithdrawal"
           rowClass={stuck}
+          extra={extra}
+          onReload={jobs.reload}
           actions={
             retry || refund
               ? (row, reload) =>
@@ -114,6 +152,14 @@ export function Transfers() {
         />
       ) : (
         <NotAvailable what="Withdrawals" needs={["allHubWithdrawals"]} />
+      )}
+      {hasJobs && (
+        <GenericList
+          title="Failed transfer items"
+          listField="allHubTransferJobs"
+          type="HubTransferJob"
+          filter={`, condition: { status: "FAILED" }`}
+        />
       )}
       {has("allHubWithdrawalRequests") ? <GenericList title="Withdrawal requests" listField="allHubWithdrawalRequests" type="HubWithdrawalRequest" /> : <NotAvailable what="Withdrawal requests" needs={["allHubWithdrawalRequests"]} />}
       {has("allHubDeposits") ? <GenericList title="Deposits" listField="allHubDeposits" type="HubDeposit" /> : <NotAvailable what="Deposits" needs={["allHubDeposits"]} />}
