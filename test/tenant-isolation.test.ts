@@ -164,8 +164,6 @@ async function seed() {
  */
 async function seedProvablyFair() {
   for (const p of players.values()) {
-    // One active chain per player and experience: retire seed()'s, as hubCreateHashChain would.
-    await db.query("update hub.hash_chain set active = false where user_id = $1 and casino_id = $2 and experience_id = $3", [p.userId, p.casinoId, p.experienceId]);
     const chain = (
       await db.query("insert into hub.hash_chain (user_id, casino_id, experience_id, max_iteration, current_iteration, active) values ($1, $2, $3, 10, 8, false) returning id", [
         p.userId,
