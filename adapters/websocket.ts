@@ -167,7 +167,8 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
   });
 
   await app.register(fastifyWebsocket, {
-    options: { maxPayload: limits.maxMessageBytes },
+    // No compression: ws keeps a zlib context per socket for it (tens of KiB each), and alerts are tiny.
+    options: { maxPayload: limits.maxMessageBytes, perMessageDeflate: false },
     // A socket's error is the peer's doing (a bad frame, a reset): it is closed, not a fault of the server.
     errorHandler(error, socket, request) {
       request.log.info({ err: error }, "WebSocket closed after an error");
