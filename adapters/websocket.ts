@@ -11,6 +11,7 @@ import type { IdentityResolver } from "../src/auth/resolver.js";
 import { ErrorCode } from "../src/errors.js";
 import type { Logger } from "../src/logger.js";
 import type { WebSocketLimits } from "../src/live/limits.js";
+import { releaseUpgradeAdmission } from "./overload.js";
 
 export interface WebSocketFrontOptions {
   graphqlPath: string;
@@ -134,6 +135,8 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
   const wsHandler = makeHandler(config, limits.keepAliveMs);
 
   const handler = function (this: FastifyInstance, socket: WebSocket, request: FastifyRequest) {
+    // The upgrade is over: from now on the socket's own limits (connections per identity) apply.
+    releaseUpgradeAdmission(request.raw);
     const tracked: Tracked = { identity: undefined, identityKey: undefined, expiryTimer: undefined };
     sockets.set(socket, tracked);
     socket.once("close", () => {

@@ -14,7 +14,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
-import Fastify, { type FastifyInstance } from "fastify";
+import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { createLogger } from "../dist/src/logger.js";
 import { lazyChildLoggerFactory, RequestLogController } from "../dist/adapters/request-logger.js";
 import { createFastify } from "../dist/adapters/fastify.js";
@@ -31,6 +31,16 @@ const log = createLogger({ level: "warn", pretty: false });
 // Anonymous requests only: the resolver is never asked, the limiter never holds a connection.
 const resolver = { resolve: async () => undefined, clear() {} } as unknown as IdentityResolver;
 const limiter = createIdentityPoolLimiter({} as pg.Pool, { connections: 3, queue: 256, waitMs: 1000 });
+/** Fastify's own request lines (off here: logger false), plus the counting the hub does in its controller. */
+class CountingLogController extends LogController {
+  constructor(private readonly count: (request: FastifyRequest, reply: FastifyReply) => void) {
+    super();
+  }
+  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply, metadata?: Record<string, unknown>): void {
+    this.count(request, reply);
+    super.requestCompleted(error, request, reply, metadata);
+  }
+}
 const answer = (f: FastifyInstance) => {
   f.post("/graphql", (_request, reply) => void reply.send({ data: { __typename: "Query" } }));
   return f;
@@ -43,7 +53,7 @@ const variants: Record<string, () => FastifyInstance> = {
   "+ pino logger without the level-aware request lines": () =>
     answer(Fastify({ loggerInstance: log, childLoggerFactory: lazyChildLoggerFactory }) as unknown as FastifyInstance),
   "+ request id (random UUID)": () => answer(Fastify({ logger: false, requestIdHeader: "x-request-id", genReqId: () => randomUUID() })),
-  "+ response counters (onResponse hook)": () => {
+  "+ response counters (onResponse hook, as before)": () => {
     const f = Fastify({ logger: false });
     const stats = createServerStats();
     f.addHook("onResponse", (request, reply, done) => {
@@ -52,21 +62,30 @@ const variants: Record<string, () => FastifyInstance> = {
     });
     return answer(f);
   },
+  "+ response counters (in the log controller)": () => {
+    const stats = createServerStats();
+    const count = (request: FastifyRequest, reply: FastifyReply) => stats.countResponse(request.routeOptions.url === "/graphql" ? "graphql" : "other", reply.raw.statusCode);
+    return answer(Fastify({ logger: false, logController: new CountingLogController(count) }));
+  },
   "+ identity hook (anonymous)": () => {
     const f = Fastify({ logger: false });
     addAuthHook(f, resolver);
     return answer(f);
   },
-  "+ per-identity admission hook (anonymous)": () => {
+  "+ per-identity admission hook apart (anonymous, as before)": () => {
     const f = Fastify({ logger: false });
     addOverloadHook(f, limiter);
     return answer(f);
   },
-  "the hub's createFastify (all of the above but the two hooks)": () => answer(front()),
-  "the hub's front: createFastify + both hooks": () => {
+  "+ identity and admission in one hook (anonymous)": () => {
+    const f = Fastify({ logger: false });
+    addAuthHook(f, resolver, undefined, limiter);
+    return answer(f);
+  },
+  "the hub's createFastify (logger, ids, counters)": () => answer(front()),
+  "the hub's front: createFastify + identity/admission hook": () => {
     const f = front();
-    addAuthHook(f, resolver);
-    addOverloadHook(f, limiter);
+    addAuthHook(f, resolver, undefined, limiter);
     return answer(f);
   },
 };
