@@ -6,7 +6,7 @@
  * the median of its rounds (and the lower quartile, less touched by other load
  * on the machine), in CPU µs per request of this process.
  *
- *   npm run build && node --import tsx bench/front-items.ts [--rounds 22] [--requests 5000]
+ *   npm run build && node --import tsx bench/front-items.ts [--rounds 22] [--requests 5000] [--only REGEX]
  *
  * Fastify's inject skips the socket work (most of a real request), so the
  * differences are the pieces' own cost; bench/ab.ts with the bare+… targets
@@ -26,7 +26,7 @@ import type { IdentityResolver } from "../dist/src/auth/resolver.js";
 import type pg from "pg";
 import { median } from "./lib/util.js";
 
-const { values: opts } = parseArgs({ options: { rounds: { type: "string", default: "22" }, requests: { type: "string", default: "5000" } } });
+const { values: opts } = parseArgs({ options: { rounds: { type: "string", default: "22" }, requests: { type: "string", default: "5000" }, only: { type: "string" } } });
 const log = createLogger({ level: "warn", pretty: false });
 // Anonymous requests only: the resolver is never asked, the limiter never holds a connection.
 const resolver = { resolve: async () => undefined, clear() {} } as unknown as IdentityResolver;
@@ -89,7 +89,11 @@ const variants: Record<string, () => FastifyInstance> = {
     return answer(f);
   },
 };
-const apps = Object.entries(variants).map(([name, make]) => ({ name, app: make(), us: [] as number[] }));
+// --only REGEX: plain Fastify and the variants whose name matches (more rounds in the same time).
+const only = opts.only === undefined ? undefined : new RegExp(opts.only);
+const apps = Object.entries(variants)
+  .filter(([name], i) => i === 0 || !only || only.test(name))
+  .map(([name, make]) => ({ name, app: make(), us: [] as number[] }));
 for (const { app } of apps) await app.ready();
 const rounds = Number(opts.rounds);
 const n = Number(opts.requests);
