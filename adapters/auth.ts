@@ -4,6 +4,8 @@ import type { IdentityResolver } from "../src/auth/resolver.js";
 import type { ApiKeyUsage } from "../src/auth/api-key-usage.js";
 import { isPoolSaturated } from "../src/db/pools.js";
 import { ErrorCode } from "../src/errors.js";
+import type { IdentityPoolLimiter } from "../src/db/identity-limit.js";
+import { createAdmission } from "./overload.js";
 
 /**
  * The one place the Authorization header is read. Registered
@@ -16,8 +18,13 @@ import { ErrorCode } from "../src/errors.js";
  * then we cannot know who is asking; its body's `code` says whether the
  * database is unavailable or the server too busy to check in time. Lookups
  * use their own small pool, so plugin work never makes them wait.
+ *
+ * With a limiter, the same hook then admits the identity's request or refuses
+ * it (adapters/overload.ts): one hook instead of two, and an anonymous request
+ * (no header) passes with a single test.
  */
-export function addAuthHook(fastify: FastifyInstance, resolver: IdentityResolver, usage?: ApiKeyUsage): void {
+export function addAuthHook(fastify: FastifyInstance, resolver: IdentityResolver, usage?: ApiKeyUsage, limiter?: IdentityPoolLimiter): void {
+  const admit = limiter ? createAdmission(limiter) : undefined;
   fastify.addHook("onRequest", (request, reply, done) => {
     const header = request.headers.authorization;
     if (header === undefined) {
@@ -26,9 +33,13 @@ export function addAuthHook(fastify: FastifyInstance, resolver: IdentityResolver
     }
     resolver.resolve(header).then(
       (identity) => {
+        if (identity === undefined) {
+          done();
+          return;
+        }
         setIdentity(request.raw, identity);
-        if (identity?.kind === "operator") usage?.record(identity.apiKeyId);
-        done();
+        if (identity.kind === "operator") usage?.record(identity.apiKeyId);
+        if (admit === undefined || admit(request, reply, identity)) done();
       },
       (error: unknown) => {
         // Every connection of the credentials pool stayed busy (a flood of

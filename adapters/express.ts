@@ -104,7 +104,7 @@ export async function mountExpressApp(
       if (poolFor) (request.raw as { superuserPool?: pg.Pool }).superuserPool = poolFor(identityOf(request.raw));
       app(request.raw as never, reply.raw as never, (error?: unknown) => finish(request, reply, error));
     };
-    // Counted by the server's onResponse hook (adapters/fastify.ts), which also runs for hijacked replies.
+    // Counted when Fastify reports the response completed (adapters/fastify.ts), which it also does for hijacked replies.
     scope.all("/", { config: { countAs: "express" } }, handler);
     scope.all("/*", { config: { countAs: "express" } }, handler);
   });

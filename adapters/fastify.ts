@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance } from "fastify";
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { randomUUID } from "node:crypto";
 import diagnosticsChannel from "node:diagnostics_channel";
 import type { ServerOptions } from "node:http";
@@ -49,6 +49,12 @@ function requestTimeoutChecks(requestTimeoutMs: number): { connectionsCheckingIn
  * set one), and JSON 404s for any path nothing handled.
  */
 export function createFastify(options: FastifyOptions): FastifyInstance {
+  const { stats } = options;
+  // Every response once, hijacked ones (the Express app's) included: their routes say what they count as.
+  const countResponse = (request: FastifyRequest, reply: FastifyReply) => {
+    const route = request.routeOptions; // a getter that builds an object: read it once
+    stats.countResponse(route.config.countAs ?? (route.url === "/graphql" ? "graphql" : "other"), reply.raw.statusCode);
+  };
   const app = Fastify({
     loggerInstance: options.logger,
     bodyLimit: options.bodyLimit,
@@ -59,17 +65,10 @@ export function createFastify(options: FastifyOptions): FastifyInstance {
     requestIdHeader: "x-request-id",
     genReqId: () => randomUUID(),
     childLoggerFactory: lazyChildLoggerFactory,
-    logController: new RequestLogController(),
+    logController: new RequestLogController(countResponse),
     return503OnClosing: true,
     forceCloseConnections: "idle",
     routerOptions: { ignoreTrailingSlash: true },
-  });
-  // Every response once, hijacked ones (the Express app's) included: their routes say what they count as.
-  const { stats } = options;
-  app.addHook("onResponse", (request, reply, done) => {
-    const kind = request.routeOptions.config.countAs ?? (request.routeOptions.url === "/graphql" ? "graphql" : "other");
-    stats.countResponse(kind, reply.raw.statusCode);
-    done();
   });
   app.setNotFoundHandler((request, reply) => {
     void reply.code(404).send({

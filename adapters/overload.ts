@@ -1,37 +1,43 @@
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { IncomingMessage } from "node:http";
 import type { IdentityPoolLimiter } from "../src/db/identity-limit.js";
 import { ErrorCode } from "../src/errors.js";
-import { identityOf } from "../src/auth/identity.js";
+import { identityOf, type Identity } from "../src/auth/identity.js";
+
+/** An upgrade request's admission, released by the WebSocket front once the socket is open. */
+const UPGRADE_RELEASE = Symbol("hub.upgradeAdmission");
 
 /**
  * One player (or API key) has at most perIdentityConnections +
  * perIdentityQueue requests in progress at once: its further requests are
- * refused here, right after the identity is known, before their body is read
- * or any GraphQL or route work is done for them. Without this, a burst of a
- * thousand requests is parsed, planned and executed (in the same few event
- * loop turns, stalling every other request) only to be refused at the pool.
+ * refused right after the identity is known (the auth hook calls this), before
+ * their body is read or any GraphQL or route work is done for them. Without
+ * this, a burst of a thousand requests is parsed, planned and executed (in the
+ * same few event loop turns, stalling every other request) only to be refused
+ * at the pool.
  *
  * The refusal is written directly (429, Retry-After: 1; GraphQL's shape on
  * /graphql, the hub's JSON error shape elsewhere), without Fastify's reply
  * pipeline or a log line per request: a flood costs as little as it can.
- * One warning per second says how many were refused. Registered after the
- * auth hook.
+ * One warning per second says how many were refused.
+ *
+ * Returns whether the request was admitted; when not, its response is sent.
  */
-export function addOverloadHook(fastify: FastifyInstance, limiter: IdentityPoolLimiter): void {
+export type Admission = (request: FastifyRequest, reply: FastifyReply, identity: Identity) => boolean;
+
+export function createAdmission(limiter: IdentityPoolLimiter): Admission {
   let refusedSinceLog = 0;
   let lastLogAt = 0;
-  fastify.addHook("onRequest", (request, reply, done) => {
-    const identity = identityOf(request.raw);
-    if (identity === undefined) {
-      done();
-      return;
-    }
+  return (request, reply, identity) => {
     const admitted = limiter.admit(identity);
     if (typeof admitted === "function") {
       // "close" also fires for hijacked replies (Express) and aborted requests.
       reply.raw.once("close", admitted);
-      done();
-      return;
+      // A WebSocket upgrade's response lives as long as the socket: the socket's own limits take over once it is open.
+      // (Node sets `upgrade` on the requests it hands to the "upgrade" event; @types/node omits it.)
+      const raw = request.raw as IncomingMessage & { upgrade?: boolean; [UPGRADE_RELEASE]?: () => void };
+      if (raw.upgrade === true) raw[UPGRADE_RELEASE] = admitted;
+      return true;
     }
     const graphql = request.url.split("?")[0] === "/graphql";
     const body = JSON.stringify(
@@ -54,5 +60,27 @@ export function addOverloadHook(fastify: FastifyInstance, limiter: IdentityPoolL
       lastLogAt = now;
       refusedSinceLog = 0;
     }
+    return false;
+  };
+}
+
+/** The upgrade request of an open WebSocket no longer counts as a request in progress of its identity. */
+export function releaseUpgradeAdmission(req: IncomingMessage): void {
+  const holder = req as IncomingMessage & { [UPGRADE_RELEASE]?: () => void };
+  const release = holder[UPGRADE_RELEASE];
+  if (release === undefined) return;
+  holder[UPGRADE_RELEASE] = undefined;
+  release();
+}
+
+/**
+ * The admission as a hook of its own, after the auth hook (the benches measure
+ * it apart; the hub passes the limiter to addAuthHook instead, one hook for both).
+ */
+export function addOverloadHook(fastify: FastifyInstance, limiter: IdentityPoolLimiter): void {
+  const admit = createAdmission(limiter);
+  fastify.addHook("onRequest", (request, reply, done) => {
+    const identity = identityOf(request.raw);
+    if (identity === undefined || admit(request, reply, identity)) done();
   });
 }

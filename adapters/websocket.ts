@@ -11,6 +11,7 @@ import type { IdentityResolver } from "../src/auth/resolver.js";
 import { ErrorCode } from "../src/errors.js";
 import type { Logger } from "../src/logger.js";
 import type { WebSocketLimits } from "../src/live/limits.js";
+import { releaseUpgradeAdmission } from "./overload.js";
 
 export interface WebSocketFrontOptions {
   graphqlPath: string;
@@ -134,6 +135,8 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
   const wsHandler = makeHandler(config, limits.keepAliveMs);
 
   const handler = function (this: FastifyInstance, socket: WebSocket, request: FastifyRequest) {
+    // The upgrade is over: from now on the socket's own limits (connections per identity) apply.
+    releaseUpgradeAdmission(request.raw);
     const tracked: Tracked = { identity: undefined, identityKey: undefined, expiryTimer: undefined };
     sockets.set(socket, tracked);
     socket.once("close", () => {
@@ -158,7 +161,13 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
 
   // Ours before @fastify/websocket's: it reads wsHandler as the route is added.
   app.addHook("onRoute", (route: RouteOptions) => {
-    if (route.url !== graphqlPath) return;
+    if (route.url !== graphqlPath) {
+      // Upgrades on other paths: a plain HTTP 404 before the route (the Express app's included) runs. A hook of
+      // those routes only, so a request to the GraphQL path does not pay for it; a path no route matches gets
+      // the ordinary 404.
+      route.onRequest = [...(route.onRequest ? [route.onRequest].flat() : []), refuseUpgrade(graphqlPath)];
+      return;
+    }
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     if (methods.includes("GET") && route.wsHandler) route.wsHandler = handler as never;
     if (methods.includes("GET") || methods.includes("POST")) {
@@ -200,19 +209,6 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
     },
   });
 
-  // Other paths: a plain HTTP 404, before any route (the Express app's included) runs.
-  app.addHook("onRequest", (request, reply, done) => {
-    if (!request.ws || request.routeOptions.url === graphqlPath) {
-      done();
-      return;
-    }
-    void reply.code(404).send({
-      statusCode: 404,
-      error: "Not Found",
-      message: `WebSocket connections are accepted on ${graphqlPath} only (graphql-transport-ws); received an upgrade for ${request.url.split("?")[0]}.`,
-    });
-  });
-
   let sweeping: Promise<void> | undefined;
   let again = false;
   const sweep = async () => {
@@ -252,6 +248,21 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
   };
 
   return { credentialsChanged: runSweep, socketCount: () => sockets.size };
+}
+
+/** An upgrade on a route other than the GraphQL path: 404, saying where WebSockets are accepted. */
+function refuseUpgrade(graphqlPath: string) {
+  return function (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) {
+    if (!request.ws) {
+      done();
+      return;
+    }
+    void reply.code(404).send({
+      statusCode: 404,
+      error: "Not Found",
+      message: `WebSocket connections are accepted on ${graphqlPath} only (graphql-transport-ws); received an upgrade for ${request.url.split("?")[0]}.`,
+    });
+  };
 }
 
 /**

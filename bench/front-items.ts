@@ -6,7 +6,7 @@
  * the median of its rounds (and the lower quartile, less touched by other load
  * on the machine), in CPU µs per request of this process.
  *
- *   npm run build && node --import tsx bench/front-items.ts [--rounds 22] [--requests 5000]
+ *   npm run build && node --import tsx bench/front-items.ts [--rounds 22] [--requests 5000] [--only REGEX]
  *
  * Fastify's inject skips the socket work (most of a real request), so the
  * differences are the pieces' own cost; bench/ab.ts with the bare+… targets
@@ -14,7 +14,8 @@
  */
 import { randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
-import Fastify, { type FastifyInstance } from "fastify";
+import fastifyWebsocket from "@fastify/websocket";
+import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { createLogger } from "../dist/src/logger.js";
 import { lazyChildLoggerFactory, RequestLogController } from "../dist/adapters/request-logger.js";
 import { createFastify } from "../dist/adapters/fastify.js";
@@ -26,11 +27,21 @@ import type { IdentityResolver } from "../dist/src/auth/resolver.js";
 import type pg from "pg";
 import { median } from "./lib/util.js";
 
-const { values: opts } = parseArgs({ options: { rounds: { type: "string", default: "22" }, requests: { type: "string", default: "5000" } } });
+const { values: opts } = parseArgs({ options: { rounds: { type: "string", default: "22" }, requests: { type: "string", default: "5000" }, only: { type: "string" } } });
 const log = createLogger({ level: "warn", pretty: false });
 // Anonymous requests only: the resolver is never asked, the limiter never holds a connection.
 const resolver = { resolve: async () => undefined, clear() {} } as unknown as IdentityResolver;
 const limiter = createIdentityPoolLimiter({} as pg.Pool, { connections: 3, queue: 256, waitMs: 1000 });
+/** Fastify's own request lines (off here: logger false), plus the counting the hub does in its controller. */
+class CountingLogController extends LogController {
+  constructor(private readonly count: (request: FastifyRequest, reply: FastifyReply) => void) {
+    super();
+  }
+  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply, metadata?: Record<string, unknown>): void {
+    this.count(request, reply);
+    super.requestCompleted(error, request, reply, metadata);
+  }
+}
 const answer = (f: FastifyInstance) => {
   f.post("/graphql", (_request, reply) => void reply.send({ data: { __typename: "Query" } }));
   return f;
@@ -43,7 +54,7 @@ const variants: Record<string, () => FastifyInstance> = {
   "+ pino logger without the level-aware request lines": () =>
     answer(Fastify({ loggerInstance: log, childLoggerFactory: lazyChildLoggerFactory }) as unknown as FastifyInstance),
   "+ request id (random UUID)": () => answer(Fastify({ logger: false, requestIdHeader: "x-request-id", genReqId: () => randomUUID() })),
-  "+ response counters (onResponse hook)": () => {
+  "+ response counters (onResponse hook, as before)": () => {
     const f = Fastify({ logger: false });
     const stats = createServerStats();
     f.addHook("onResponse", (request, reply, done) => {
@@ -52,25 +63,43 @@ const variants: Record<string, () => FastifyInstance> = {
     });
     return answer(f);
   },
+  "+ response counters (in the log controller)": () => {
+    const stats = createServerStats();
+    const count = (request: FastifyRequest, reply: FastifyReply) => stats.countResponse(request.routeOptions.url === "/graphql" ? "graphql" : "other", reply.raw.statusCode);
+    return answer(Fastify({ logger: false, logController: new CountingLogController(count) }));
+  },
   "+ identity hook (anonymous)": () => {
     const f = Fastify({ logger: false });
     addAuthHook(f, resolver);
     return answer(f);
   },
-  "+ per-identity admission hook (anonymous)": () => {
+  "+ per-identity admission hook apart (anonymous, as before)": () => {
     const f = Fastify({ logger: false });
     addOverloadHook(f, limiter);
     return answer(f);
   },
-  "the hub's createFastify (all of the above but the two hooks)": () => answer(front()),
-  "the hub's front: createFastify + both hooks": () => {
+  "+ identity and admission in one hook (anonymous)": () => {
+    const f = Fastify({ logger: false });
+    addAuthHook(f, resolver, undefined, limiter);
+    return answer(f);
+  },
+  "+ @fastify/websocket registered (its onRequest, onResponse hooks)": () => {
+    const f = Fastify({ logger: false });
+    void f.register(fastifyWebsocket);
+    return answer(f);
+  },
+  "the hub's createFastify (logger, ids, counters)": () => answer(front()),
+  "the hub's front: createFastify + identity/admission hook": () => {
     const f = front();
-    addAuthHook(f, resolver);
-    addOverloadHook(f, limiter);
+    addAuthHook(f, resolver, undefined, limiter);
     return answer(f);
   },
 };
-const apps = Object.entries(variants).map(([name, make]) => ({ name, app: make(), us: [] as number[] }));
+// --only REGEX: plain Fastify and the variants whose name matches (more rounds in the same time).
+const only = opts.only === undefined ? undefined : new RegExp(opts.only);
+const apps = Object.entries(variants)
+  .filter(([name], i) => i === 0 || !only || only.test(name))
+  .map(([name, make]) => ({ name, app: make(), us: [] as number[] }));
 for (const { app } of apps) await app.ready();
 const rounds = Number(opts.rounds);
 const n = Number(opts.requests);

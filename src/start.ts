@@ -12,7 +12,6 @@ import { validateOptions, type ServerOptions } from "./options.js";
 import { makePreset } from "./graphql/preset.js";
 import { defaultPlugins } from "./graphql/default-plugins.js";
 import { addAuthHook } from "../adapters/auth.js";
-import { addOverloadHook } from "../adapters/overload.js";
 import { mountDashboard } from "../adapters/dashboard.js";
 import { createIdentityResolver } from "./auth/resolver.js";
 import { DEFAULT_QUERY_LIMITS } from "./graphql/query-limits.js";
@@ -212,9 +211,8 @@ export async function startAndListen(
     await live.ready;
     const apiKeyUsage = createApiKeyUsage(pools.credentials, log);
     cleanup.push(() => apiKeyUsage.stop());
-    // Order matters: the auth hook first, so Express and GraphQL both see the identity.
-    addAuthHook(app, resolver, apiKeyUsage);
-    addOverloadHook(app, identityLimiter);
+    // Order matters: the auth hook first, so Express and GraphQL both see the identity; it also admits (per-identity limit).
+    addAuthHook(app, resolver, apiKeyUsage, identityLimiter);
     // Registered last so it runs first: stop accepting and finish in-flight requests before anything they use closes.
     cleanup.push(() => closeWithin(app, options.shutdownTimeoutMs ?? 10_000, log));
     webSockets = await mountGraphQL(app, pgl, { resolver, credentialsPool: pools.credentials, limits: wsLimits, log });

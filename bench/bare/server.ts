@@ -30,7 +30,7 @@ import { attachToBenchDatabase } from "../lib/attach.js";
 import { serveBench } from "../lib/child.js";
 import { benchConfigureApp } from "../lib/demo.js";
 import { createFastify } from "../../dist/adapters/fastify.js";
-import { lazyChildLoggerFactory } from "../../dist/adapters/request-logger.js";
+import { lazyChildLoggerFactory, RequestLogController } from "../../dist/adapters/request-logger.js";
 import { addAuthHook } from "../../dist/adapters/auth.js";
 import { addOverloadHook } from "../../dist/adapters/overload.js";
 import { createExpressApp, mountExpressApp } from "../../dist/adapters/express.js";
@@ -55,6 +55,10 @@ if (features.has("front")) {
   f = Fastify({
     bodyLimit: MAX_BODY,
     ...(has("logger") ? { loggerInstance: log, childLoggerFactory: lazyChildLoggerFactory } : { logger: false }),
+    // Counted as the hub counts: when Fastify reports each response completed (adapters/fastify.ts).
+    ...(has("stats")
+      ? { logController: new RequestLogController((request, reply) => stats.countResponse(request.routeOptions.url === "/graphql" ? "graphql" : "other", reply.raw.statusCode)) }
+      : {}),
     ...(has("ids") ? { requestIdHeader: "x-request-id", genReqId: () => randomUUID() } : {}),
     ...(has("http")
       ? { requestTimeout: 30_000, return503OnClosing: true, forceCloseConnections: "idle" as const, routerOptions: { ignoreTrailingSlash: true } }
@@ -64,16 +68,11 @@ if (features.has("front")) {
       ...expressApp?.messageClasses,
     },
   }) as unknown as FastifyInstance;
-  if (has("stats")) {
-    f.addHook("onResponse", (request, reply, done) => {
-      stats.countResponse(request.routeOptions.url === "/graphql" ? "graphql" : "other", reply.raw.statusCode);
-      done();
-    });
-  }
 }
 const limiter = createIdentityPoolLimiter(pools.superuser, { ...DEFAULT_IDENTITY_LIMITS, waitMs: 10_000 });
-if (has("auth")) addAuthHook(f, createIdentityResolver(pools.credentials, { cacheTtlMs: 1000 }));
-if (has("overload")) addOverloadHook(f, limiter);
+// Both: one hook, as the hub has it.
+if (has("auth")) addAuthHook(f, createIdentityResolver(pools.credentials, { cacheTtlMs: 1000 }), undefined, has("overload") ? limiter : undefined);
+else if (has("overload")) addOverloadHook(f, limiter);
 await serv.addTo(f);
 if (has("express")) await mountExpressApp(f, expressApp!.app, stats, limiter.poolFor);
 await f.listen({ port: 0, host: "127.0.0.1" });

@@ -30,7 +30,6 @@ import { createIdentityPoolLimiter, DEFAULT_IDENTITY_LIMITS } from "../../dist/s
 import { createFastify } from "../../dist/adapters/fastify.js";
 import { createServerStats } from "../../dist/src/stats.js";
 import { addAuthHook } from "../../dist/adapters/auth.js";
-import { addOverloadHook } from "../../dist/adapters/overload.js";
 import { mountGraphQL } from "../../dist/adapters/grafserv.js";
 import { createExpressApp } from "../../dist/adapters/express.js";
 import { benchConfigureApp } from "../lib/demo.js";
@@ -53,8 +52,7 @@ const app = createFastify({
   bodyLimit: MAX_BODY,
   requestTimeoutMs: 30_000,
 });
-addAuthHook(app, resolver, apiKeyUsage);
-addOverloadHook(app, limiter);
+addAuthHook(app, resolver, apiKeyUsage, limiter);
 await mountGraphQL(app, pgl);
 await app.register(async (scope) => {
   // The body stream is Express's to read (express.json() runs in the onRequest hook, before Fastify would parse it).
