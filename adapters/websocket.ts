@@ -165,8 +165,11 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
     trackedOf.set(socket, tracked);
     socket.on("pong", onPong);
     // @fastify/websocket's error listener holds Fastify's request and reply for the socket's life: ours holds neither.
-    for (const listener of socket.listeners("error")) socket.off("error", listener as never);
+    // Ours is added first: removing an event's only listener deletes its key, and the emitter's
+    // listener table then turns into a slower, larger dictionary for the socket's life.
+    const theirs = socket.listeners("error");
     socket.on("error", onSocketError);
+    for (const listener of theirs) socket.off("error", listener as never);
     // @fastify/websocket routes the upgrade with a ServerResponse bound to the TCP socket: unbound, it no longer
     // keeps the request, the reply, their listeners and logger alive with the socket.
     const response = upgradeResponses.get(request.raw);

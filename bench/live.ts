@@ -31,10 +31,17 @@ const RATE = Number(arg("rate", "500"));
 const SECONDS = Number(arg("seconds", "20"));
 const PLAYERS = Math.max(SUBSCRIBERS, Math.ceil(Math.max(...CONNECTIONS) / 10));
 
+interface Mem {
+  rss: number;
+  heapTotal: number;
+  heapUsed: number;
+  external: number;
+}
+
 interface Hub {
   child: ChildProcess;
   /** Resolves with the next memory line the hub prints after SIGUSR2 (see lib/gc-on-signal.mjs). */
-  memAfterGc(): Promise<{ rss: number; heapUsed: number }>;
+  memAfterGc(): Promise<Mem>;
   url: string;
   wsUrl: string;
 }
@@ -42,16 +49,18 @@ interface Hub {
 function startHub(dataDir: string): Promise<Hub> {
   // --heap-snapshots DIR: the hub writes a heap snapshot there at each step (SIGUSR1), after the full GC.
   const snapshots = arg("heap-snapshots", "") ? [`--heapsnapshot-signal=SIGUSR1`, `--diagnostic-dir=${arg("heap-snapshots", "")}`] : [];
-  const child = spawn(process.execPath, ["--expose-gc", ...snapshots, "--import", path.join(ROOT, "bench/lib/gc-on-signal.mjs"), path.join(ROOT, "dist/server.js")], {
+  // --hub-node-options "...": V8/Node flags for the hub processes (e.g. --max-semi-space-size=1), to see what they change.
+  const flags = arg("hub-node-options", "").split(" ").filter(Boolean);
+  const child = spawn(process.execPath, ["--expose-gc", ...flags, ...snapshots, "--import", path.join(ROOT, "bench/lib/gc-on-signal.mjs"), path.join(ROOT, "dist/server.js")], {
     cwd: ROOT,
     env: { ...process.env, NODE_ENV: "production", HUB_EXAMPLES: "off", HUB_DATA_DIR: dataDir, PORT: "0", LOG_LEVEL: "info", LOG_PRETTY: "false" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
-  let waiting: ((mem: { rss: number; heapUsed: number }) => void) | undefined;
+  let waiting: ((mem: Mem) => void) | undefined;
   let tail = "";
   const memAfterGc = () =>
-    new Promise<{ rss: number; heapUsed: number }>((resolve) => {
+    new Promise<Mem>((resolve) => {
       waiting = (mem) => {
         if (arg("heap-snapshots", "")) child.kill("SIGUSR1");
         resolve(mem);
@@ -73,7 +82,7 @@ function startHub(dataDir: string): Promise<Hub> {
             tail = "";
             const done = waiting;
             waiting = undefined;
-            done(JSON.parse(mem[1]!) as { rss: number; heapUsed: number });
+            done(JSON.parse(mem[1]!) as Mem);
           }
         });
         child.stderr!.resume();
@@ -149,13 +158,13 @@ async function main() {
 
     log(`# Live updates bench (${new Date().toISOString()}, ${os.cpus().length} CPUs, load average before: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")})`);
     log("");
-    log("| idle subscribed connections on hub A | RSS of A | RSS per connection (over none) | after a full GC: RSS / heap used | per connection after GC: RSS / heap |");
+    log("| idle subscribed connections on hub A | RSS of A | RSS per connection (over none) | after a full GC: RSS / V8 heap committed / used / external | per connection after GC: RSS / heap used |");
     log("|--:|--:|--:|--:|--:|");
     await sleep(2000);
     const rss0 = rssMiB(a.child.pid!);
     const mem0 = await a.memAfterGc();
     const MiB = (bytes: number) => bytes / 2 ** 20;
-    log(`| 0 | ${rss0.toFixed(1)} MiB | | ${MiB(mem0.rss).toFixed(1)} / ${MiB(mem0.heapUsed).toFixed(1)} MiB | |`);
+    log(`| 0 | ${rss0.toFixed(1)} MiB | | ${MiB(mem0.rss).toFixed(1)} / ${MiB(mem0.heapTotal).toFixed(1)} / ${MiB(mem0.heapUsed).toFixed(1)} / ${MiB(mem0.external).toFixed(1)} MiB | |`);
     const sockets: WebSocket[] = [];
     for (const n of CONNECTIONS.sort((x, y) => x - y)) {
       const more = n - sockets.length;
@@ -164,7 +173,7 @@ async function main() {
       const rss = rssMiB(a.child.pid!);
       const mem = await a.memAfterGc();
       log(
-        `| ${n.toLocaleString("en")} | ${rss.toFixed(1)} MiB | ${(((rss - rss0) * 1024) / n).toFixed(1)} KiB | ${MiB(mem.rss).toFixed(1)} / ${MiB(mem.heapUsed).toFixed(1)} MiB | ${((mem.rss - mem0.rss) / 1024 / n).toFixed(1)} / ${((mem.heapUsed - mem0.heapUsed) / 1024 / n).toFixed(1)} KiB |`,
+        `| ${n.toLocaleString("en")} | ${rss.toFixed(1)} MiB | ${(((rss - rss0) * 1024) / n).toFixed(1)} KiB | ${MiB(mem.rss).toFixed(1)} / ${MiB(mem.heapTotal).toFixed(1)} / ${MiB(mem.heapUsed).toFixed(1)} / ${MiB(mem.external).toFixed(1)} MiB | ${((mem.rss - mem0.rss) / 1024 / n).toFixed(1)} / ${((mem.heapUsed - mem0.heapUsed) / 1024 / n).toFixed(1)} KiB |`,
       );
     }
     for (const ws of sockets) ws.terminate();

@@ -4,6 +4,6 @@
 process.on("SIGUSR2", () => {
   globalThis.gc();
   globalThis.gc();
-  const { rss, heapUsed, external, arrayBuffers } = process.memoryUsage();
-  process.stdout.write(`live-mem ${JSON.stringify({ rss, heapUsed, external, arrayBuffers })}\n`);
+  const { rss, heapTotal, heapUsed, external, arrayBuffers } = process.memoryUsage();
+  process.stdout.write(`live-mem ${JSON.stringify({ rss, heapTotal, heapUsed, external, arrayBuffers })}\n`);
 });
