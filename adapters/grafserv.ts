@@ -5,7 +5,7 @@ import type {} from "grafserv/node"; // declares requestContext.node
 import type { PostGraphileInstance } from "postgraphile";
 import { identityOf } from "../src/auth/identity.js";
 import type { RequestInfo } from "../src/graphql/preset.js";
-import { addWebSockets, type WebSocketFront, type WebSocketFrontOptions } from "./websocket.js";
+import { addWebSockets, type WebSocketFront, type WebSocketFrontOptions, type WebSocketRequest } from "./websocket.js";
 
 /**
  * POST and GET /graphql through grafserv's Fastify v5 adapter. GET serves
@@ -30,8 +30,8 @@ export async function mountGraphQL(
  * request (with its id) under `fastifyv5`.
  */
 export function grafservRequestInfo(requestContext: Partial<Grafast.RequestContext>): RequestInfo {
-  // A subscription's operation carries the upgrade request (Fastify's) under `ws`, where onConnect left the identity.
-  const ws = (requestContext as { ws?: { request?: { raw?: IncomingMessage; id?: string } } }).ws;
-  if (ws) return { identity: identityOf(ws.request?.raw), requestId: ws.request?.id };
+  // A subscription's operation carries what the socket kept of its upgrade request under `ws`, with the identity onConnect settled.
+  const ws = (requestContext as { ws?: { request?: WebSocketRequest } }).ws;
+  if (ws) return { identity: ws.request?.identity, requestId: ws.request?.id };
   return { identity: identityOf(requestContext.node?.req), requestId: requestContext.fastifyv5?.request.id };
 }

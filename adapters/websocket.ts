@@ -5,8 +5,9 @@ import { CloseCode, type ServerOptions as GraphQLWSOptions } from "graphql-ws";
 import { makeGraphQLWSConfig, type GrafservBase } from "grafserv";
 import { getOperationAST, GraphQLError, parse } from "graphql";
 import type { WebSocket } from "ws";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type pg from "pg";
-import { identityOf, setIdentity, type Identity } from "../src/auth/identity.js";
+import { identityOf, type Identity } from "../src/auth/identity.js";
 import type { IdentityResolver } from "../src/auth/resolver.js";
 import { ErrorCode } from "../src/errors.js";
 import type { Logger } from "../src/logger.js";
@@ -33,14 +34,42 @@ interface Tracked {
   identity: Identity | undefined;
   /** Its key in the per-identity counts, once counted. */
   identityKey: string | undefined;
-  expiryTimer: NodeJS.Timeout | undefined;
+  /** When the session behind it expires (ms since the epoch); Infinity for none. */
+  expiresAt: number;
+  /** Answered the previous keep-alive ping (or opened since it was sent). */
+  alive: boolean;
 }
+
+/**
+ * What a connection keeps of its upgrade request, in place of Fastify's
+ * request (which holds the raw request, its reply, headers and a child
+ * logger for as long as the socket lives). The GraphQL context reads it back
+ * as `ws.request` (grafservRequestInfo).
+ */
+export interface WebSocketRequest {
+  /** The upgrade request's id, for logs. */
+  id: string;
+  /** The identity the upgrade's Authorization header gave, replaced by connectionParams' once resolved. */
+  identity: Identity | undefined;
+  /** Whether the upgrade carried an Authorization header (a bad one is refused at connection_init). */
+  hadAuthorization: boolean;
+}
+
+type Extra = { socket: WebSocket; request: WebSocketRequest };
+
+/** Shared by every socket: a closure per socket would be kept for its whole life. */
+function onPong(this: WebSocket) {
+  const tracked = trackedOf.get(this);
+  if (tracked) tracked.alive = true;
+}
+const trackedOf = new WeakMap<WebSocket, Tracked>();
 
 /** What a graphql-ws client treats as "unauthorised": it does not reconnect with the same credential. */
 export const CLOSE_UNAUTHORIZED = CloseCode.Unauthorized; // 4401
 const CLOSE_GOING_AWAY = 1001;
 const CLOSE_TOO_MANY_CONNECTIONS = 4429;
 const CLOSE_TRY_AGAIN_LATER = 1013;
+const EXPIRY_SWEEP_MS = 250;
 
 const identityKeyOf = (identity: Identity | undefined) =>
   identity?.kind === "user" ? `session:${identity.session.id}` : identity?.kind === "operator" ? `apikey:${identity.apiKeyId}` : undefined;
@@ -55,6 +84,7 @@ const identityKeyOf = (identity: Identity | undefined) =>
 export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, options: WebSocketFrontOptions): Promise<WebSocketFront> {
   const { graphqlPath, resolver, limits, log } = options;
   const sockets = new Map<WebSocket, Tracked>();
+  const upgradeResponses = new WeakMap<IncomingMessage, ServerResponse>();
   const perIdentity = new Map<string, number>();
   let closing = false;
 
@@ -62,8 +92,8 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
     if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING) socket.close(code, reason);
   };
 
-  const base = makeGraphQLWSConfig(serv) as GraphQLWSOptions<Record<string, unknown> | undefined, { socket: WebSocket; request: FastifyRequest }>;
-  const config: GraphQLWSOptions<Record<string, unknown> | undefined, { socket: WebSocket; request: FastifyRequest }> = {
+  const base = makeGraphQLWSConfig(serv) as GraphQLWSOptions<Record<string, unknown> | undefined, Extra>;
+  const config: GraphQLWSOptions<Record<string, unknown> | undefined, Extra> = {
     ...base,
     connectionInitWaitTimeout: limits.connectionInitTimeoutMs,
     async onConnect(ctx) {
@@ -90,10 +120,10 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
           closeSocket(socket, CLOSE_UNAUTHORIZED, "Unauthorized: connectionParams.authorization is not a valid credential");
           return false;
         }
-        setIdentity(request.raw, identity);
+        request.identity = identity;
       } else {
-        identity = identityOf(request.raw);
-        if (!identity && request.headers.authorization !== undefined) {
+        identity = request.identity;
+        if (!identity && request.hadAuthorization) {
           closeSocket(socket, CLOSE_UNAUTHORIZED, "Unauthorized: the Authorization header is not a valid credential");
           return false;
         }
@@ -109,14 +139,8 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
       }
       tracked.identity = identity;
       tracked.identityKey = key;
-      if (identity?.kind === "user") {
-        const ms = identity.session.expired_at.getTime() - Date.now();
-        // setTimeout's longest delay is about 24.8 days; a longer session is checked by credential events.
-        if (ms < 2 ** 31 - 1) {
-          tracked.expiryTimer = setTimeout(() => closeSocket(socket, CLOSE_UNAUTHORIZED, "Unauthorized: the session has expired"), Math.max(0, ms));
-          tracked.expiryTimer.unref();
-        }
-      }
+      // Closed by the shared expiry sweep below.
+      if (identity?.kind === "user") tracked.expiresAt = identity.session.expired_at.getTime();
       return true;
     },
     onSubscribe(ctx, id, payload) {
@@ -132,16 +156,33 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
       return base.onSubscribe!(ctx, id, payload);
     },
   };
-  const wsHandler = makeHandler(config, limits.keepAliveMs);
+  // No keep-alive of graphql-ws's own: it costs an interval per socket and a timeout and listener per ping.
+  // One sweep for all sockets instead (below).
+  const wsHandler = makeHandler(config, 0);
 
   const handler = function (this: FastifyInstance, socket: WebSocket, request: FastifyRequest) {
     // The upgrade is over: from now on the socket's own limits (connections per identity) apply.
     releaseUpgradeAdmission(request.raw);
-    const tracked: Tracked = { identity: undefined, identityKey: undefined, expiryTimer: undefined };
+    const tracked: Tracked = { identity: undefined, identityKey: undefined, expiresAt: Infinity, alive: true };
     sockets.set(socket, tracked);
+    trackedOf.set(socket, tracked);
+    socket.on("pong", onPong);
+    // @fastify/websocket's error listener holds Fastify's request and reply for the socket's life: ours holds neither.
+    // Ours is added first: removing an event's only listener deletes its key, and the emitter's
+    // listener table then turns into a slower, larger dictionary for the socket's life.
+    const theirs = socket.listeners("error");
+    socket.on("error", onSocketError);
+    for (const listener of theirs) socket.off("error", listener as never);
+    // @fastify/websocket routes the upgrade with a ServerResponse bound to the TCP socket: unbound, it no longer
+    // keeps the request, the reply, their listeners and logger alive with the socket.
+    const response = upgradeResponses.get(request.raw);
+    if (response) {
+      upgradeResponses.delete(request.raw);
+      if (response.socket) response.detachSocket(response.socket);
+    }
+    const slim: WebSocketRequest = { id: request.id, identity: identityOf(request.raw), hadAuthorization: request.headers.authorization !== undefined };
     socket.once("close", () => {
       sockets.delete(socket);
-      if (tracked.expiryTimer) clearTimeout(tracked.expiryTimer);
       if (tracked.identityKey !== undefined) {
         const n = (perIdentity.get(tracked.identityKey) ?? 1) - 1;
         if (n > 0) perIdentity.set(tracked.identityKey, n);
@@ -153,7 +194,7 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
       return;
     }
     const before = socket.listeners("error");
-    wsHandler.call(this as never, socket, request);
+    wsHandler.call(this as never, socket, slim as never);
     // graphql-ws prints every socket error to the console as an internal error; a peer's bad frame or
     // oversized message is the peer's doing, and ws has already closed the socket with its code (1009 & co.).
     for (const listener of socket.listeners("error")) if (!before.includes(listener)) socket.off("error", listener as never);
@@ -169,10 +210,49 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
       return;
     }
     const methods = Array.isArray(route.method) ? route.method : [route.method];
-    if (methods.includes("GET") && route.wsHandler) route.wsHandler = handler as never;
+    if (methods.includes("GET") && route.wsHandler) {
+      route.wsHandler = handler as never;
+      // The upgrade's response, so the socket's handler can unbind it (see there).
+      const recordUpgradeResponse = (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
+        if (request.ws) upgradeResponses.set(request.raw, reply.raw);
+        done();
+      };
+      route.onRequest = [...(route.onRequest ? [route.onRequest].flat() : []), recordUpgradeResponse as never];
+    }
     if (methods.includes("GET") || methods.includes("POST")) {
       route.preHandler = [...(route.preHandler ? [route.preHandler].flat() : []), refuseSubscriptionOverHttp(graphqlPath)];
     }
+  });
+
+  const onSocketError = function (this: WebSocket, error: Error) {
+    log.info({ err: error }, "WebSocket closed after an error");
+    if (this.readyState === this.OPEN) this.terminate();
+  };
+
+  // Keep-alive: every keepAliveMs, a socket that did not answer the previous ping is cut, the others pinged.
+  const keepAlive =
+    limits.keepAliveMs > 0
+      ? setInterval(() => {
+          for (const [socket, tracked] of sockets) {
+            if (socket.readyState !== socket.OPEN) continue;
+            if (!tracked.alive) {
+              socket.terminate();
+              continue;
+            }
+            tracked.alive = false;
+            socket.ping();
+          }
+        }, limits.keepAliveMs).unref()
+      : undefined;
+  // Session expiry: one sweep for all sockets, often enough to close an expired one within a second.
+  const expiry = setInterval(() => {
+    const now = Date.now();
+    for (const [socket, tracked] of sockets) if (tracked.expiresAt <= now) closeSocket(socket, CLOSE_UNAUTHORIZED, "Unauthorized: the session has expired");
+  }, EXPIRY_SWEEP_MS).unref();
+  app.addHook("onClose", (_app, done) => {
+    clearInterval(keepAlive);
+    clearInterval(expiry);
+    done();
   });
 
   await app.register(fastifyWebsocket, {

@@ -31,19 +31,42 @@ const RATE = Number(arg("rate", "500"));
 const SECONDS = Number(arg("seconds", "20"));
 const PLAYERS = Math.max(SUBSCRIBERS, Math.ceil(Math.max(...CONNECTIONS) / 10));
 
+interface Mem {
+  rss: number;
+  heapTotal: number;
+  heapUsed: number;
+  external: number;
+}
+
 interface Hub {
   child: ChildProcess;
+  /** Resolves with the next memory line the hub prints after SIGUSR2 (see lib/gc-on-signal.mjs). */
+  memAfterGc(): Promise<Mem>;
   url: string;
   wsUrl: string;
 }
 
 function startHub(dataDir: string): Promise<Hub> {
-  const child = spawn(process.execPath, [path.join(ROOT, "dist/server.js")], {
+  // --heap-snapshots DIR: the hub writes a heap snapshot there at each step (SIGUSR1), after the full GC.
+  const snapshots = arg("heap-snapshots", "") ? [`--heapsnapshot-signal=SIGUSR1`, `--diagnostic-dir=${arg("heap-snapshots", "")}`] : [];
+  // --hub-node-options "...": V8/Node flags for the hub processes (e.g. --max-semi-space-size=1), to see what they change.
+  const flags = arg("hub-node-options", "").split(" ").filter(Boolean);
+  const child = spawn(process.execPath, ["--expose-gc", ...flags, ...snapshots, "--import", path.join(ROOT, "bench/lib/gc-on-signal.mjs"), path.join(ROOT, "dist/server.js")], {
     cwd: ROOT,
     env: { ...process.env, NODE_ENV: "production", HUB_EXAMPLES: "off", HUB_DATA_DIR: dataDir, PORT: "0", LOG_LEVEL: "info", LOG_PRETTY: "false" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
+  let waiting: ((mem: Mem) => void) | undefined;
+  let tail = "";
+  const memAfterGc = () =>
+    new Promise<Mem>((resolve) => {
+      waiting = (mem) => {
+        if (arg("heap-snapshots", "")) child.kill("SIGUSR1");
+        resolve(mem);
+      };
+      child.kill("SIGUSR2");
+    });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`hub did not start:\n${output}`)), 60_000);
     const onData = (chunk: Buffer) => {
@@ -52,9 +75,18 @@ function startHub(dataDir: string): Promise<Hub> {
       if (m) {
         clearTimeout(timer);
         child.stdout!.off("data", onData);
-        child.stdout!.resume();
+        child.stdout!.on("data", (more: Buffer) => {
+          tail = (tail + more.toString()).split("\n").slice(-2).join("\n");
+          const mem = /live-mem (\{.*\})\n/.exec(tail);
+          if (mem && waiting) {
+            tail = "";
+            const done = waiting;
+            waiting = undefined;
+            done(JSON.parse(mem[1]!) as Mem);
+          }
+        });
         child.stderr!.resume();
-        resolve({ child, url: m[1]!, wsUrl: `${m[1]!.replace(/^http/, "ws")}/graphql` });
+        resolve({ child, memAfterGc, url: m[1]!, wsUrl: `${m[1]!.replace(/^http/, "ws")}/graphql` });
       }
     };
     child.stdout!.on("data", onData);
@@ -126,18 +158,23 @@ async function main() {
 
     log(`# Live updates bench (${new Date().toISOString()}, ${os.cpus().length} CPUs, load average before: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")})`);
     log("");
-    log("| idle subscribed connections on hub A | RSS of A | RSS per connection (over none) |");
-    log("|--:|--:|--:|");
+    log("| idle subscribed connections on hub A | RSS of A | RSS per connection (over none) | after a full GC: RSS / V8 heap committed / used / external | per connection after GC: RSS / heap used |");
+    log("|--:|--:|--:|--:|--:|");
     await sleep(2000);
     const rss0 = rssMiB(a.child.pid!);
-    log(`| 0 | ${rss0.toFixed(1)} MiB | |`);
+    const mem0 = await a.memAfterGc();
+    const MiB = (bytes: number) => bytes / 2 ** 20;
+    log(`| 0 | ${rss0.toFixed(1)} MiB | | ${MiB(mem0.rss).toFixed(1)} / ${MiB(mem0.heapTotal).toFixed(1)} / ${MiB(mem0.heapUsed).toFixed(1)} / ${MiB(mem0.external).toFixed(1)} MiB | |`);
     const sockets: WebSocket[] = [];
     for (const n of CONNECTIONS.sort((x, y) => x - y)) {
       const more = n - sockets.length;
       sockets.push(...(await inBatches(Array.from({ length: more }, (_, i) => players[(sockets.length + i) % PLAYERS]!), 200, (p) => subscribe(a.wsUrl, p.token))));
       await sleep(3000);
       const rss = rssMiB(a.child.pid!);
-      log(`| ${n.toLocaleString("en")} | ${rss.toFixed(1)} MiB | ${(((rss - rss0) * 1024) / n).toFixed(1)} KiB |`);
+      const mem = await a.memAfterGc();
+      log(
+        `| ${n.toLocaleString("en")} | ${rss.toFixed(1)} MiB | ${(((rss - rss0) * 1024) / n).toFixed(1)} KiB | ${MiB(mem.rss).toFixed(1)} / ${MiB(mem.heapTotal).toFixed(1)} / ${MiB(mem.heapUsed).toFixed(1)} / ${MiB(mem.external).toFixed(1)} MiB | ${((mem.rss - mem0.rss) / 1024 / n).toFixed(1)} / ${((mem.heapUsed - mem0.heapUsed) / 1024 / n).toFixed(1)} KiB |`,
+      );
     }
     for (const ws of sockets) ws.terminate();
     await sleep(2000);

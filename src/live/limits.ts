@@ -8,7 +8,7 @@ export interface WebSocketLimits {
   maxOperations: number;
   /** Largest message a client may send, bytes; a larger one closes the connection with 1009. */
   maxMessageBytes: number;
-  /** Ping interval and pong deadline, ms: a peer that answers no ping within it is cut (0 = no pings). */
+  /** Ping interval, ms: a peer that has not answered one ping by the next is cut (0 = no pings). */
   keepAliveMs: number;
   /** Connections one session or API key holds at once, per process; one more closes with 4429. */
   connectionsPerIdentity: number;
