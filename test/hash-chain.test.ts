@@ -3,9 +3,10 @@ import { monitorEventLoopDelay } from "node:perf_hooks";
 import { createHash } from "node:crypto";
 import t from "tap";
 import { defaultPlugins } from "@hubpkg/hub";
-import { ClientError, createGraphQLClient, createHashChain, startTestServer, type TestServer } from "@hubpkg/hub/test";
+import { createGraphQLClient, createHashChain, startTestServer, type TestServer } from "@hubpkg/hub/test";
 import { getIntermediateHash, CHECKPOINT_INTERVAL, verifyHashChain, sha256 } from "@hubpkg/hub/hash-chain";
 import { makeOperator, makePlayer, type Player } from "./helpers/credentials.js";
+import { errorOf } from "./helpers/graphql-error.js";
 
 /*
  * Hash chains: creation through GraphQL (one active chain per player, casino
@@ -33,15 +34,6 @@ const CHAIN_FIELDS = `id active currentIteration maxIteration userId casinoId ex
   preimageHash { id }
   hubHashesByHashChainId { nodes { id kind digest iteration clientSeed metadata hashChainId } }`;
 
-async function errorOf(promise: Promise<unknown>) {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof ClientError) return error.response.errors![0]!;
-    throw error;
-  }
-  throw new Error("expected a GraphQL error");
-}
 
 t.test("hubCreateHashChain: a new active chain with its terminal hash; a second one retires the first", async (t) => {
   const first = (await client(alice).request<any>(`mutation { hubCreateHashChain { hashChain { ${CHAIN_FIELDS} } } }`)).hubCreateHashChain.hashChain;

@@ -3,7 +3,6 @@ import path from "node:path";
 import t, { type Test } from "tap";
 import { defaultPlugins, HubGameConfigPlugin, type OutcomeBetConfigMap, type CustomGameConfigMap, type RiskPolicy } from "@hubpkg/hub";
 import {
-  ClientError,
   clientSeedForOutcome,
   createCasino,
   createCurrency,
@@ -22,6 +21,7 @@ import {
 import { verifyHashChain, verifyOutcomeBet } from "@hubpkg/hub/hash-chain";
 import { makeOperator } from "./helpers/credentials.js";
 import { ROOT, startServerProcess, type ServerProcess } from "./helpers/process.js";
+import { errorOf } from "./helpers/graphql-error.js";
 
 /*
  * hubMakeOutcomeBet over HTTP: every refusal, the risk and hash-chain errors
@@ -89,15 +89,6 @@ function bet(p: P, input: Record<string, unknown>) {
   return p.client.request<any>(BET, { input: { kind: "GENERAL", wager: 100, currency: "BTC", outcomes: COIN, clientSeed: "seed", ...input } }).then((r) => r.hubMakeOutcomeBet.result);
 }
 
-async function errorOf(promise: Promise<unknown>) {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof ClientError) return error.response.errors![0]!;
-    throw error;
-  }
-  throw new Error("expected a GraphQL error");
-}
 
 /** The books: per account, the ledger sums to the amount; the casino's player and house deltas cancel. */
 async function checkBooks(t: Test) {

@@ -5,6 +5,7 @@ import { ClientError, createGraphQLClient, createCurrency, createPlayerBalance, 
 import { TowerPlugin, referenceMigrationsPath, towerPayout } from "@hubpkg/hub/plugins";
 import { verifyOutcomeBet, verifyHashChain } from "@hubpkg/hub/hash-chain";
 import { makeOperator, makePlayer, type Player } from "./helpers/credentials.js";
+import { errorOf } from "./helpers/graphql-error.js";
 
 /*
  * The tower game over HTTP: a climb and cash-out, a climb to the top that
@@ -58,15 +59,6 @@ const MOVE = `mutation($i: MoveTowerInput!) { moveTower(input: $i) { result { __
   ... on HubBadHashChainError { message } } } }`;
 const CASH_OUT = `mutation($i: CashOutTowerInput!) { cashOutTower(input: $i) { balance game { ${GAME} } } }`;
 
-async function errorOf(promise: Promise<unknown>) {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof ClientError) return error.response.errors![0]!;
-    throw error;
-  }
-  throw new Error("expected a GraphQL error");
-}
 
 async function balanceOf(p: Player): Promise<number> {
   const { rows } = await hub.dbPool.query("select amount from hub.balance where user_id = $1 and currency_key = $2", [p.userId, CURRENCY]);
