@@ -50,16 +50,24 @@ async function settled(t: Test, superuserUrl: string, casinoId: string, casino: 
   return result;
 }
 
-t.test("SIGKILL of the hub after the casino applied a withdrawal and before the hub recorded it: after a restart it completes exactly once", async (t) => {
-  const dir = tmpDir(t, "hub-transfers-kill-");
+/**
+ * A simulated casino and a test server that only holds the database and answers GraphQL (the workers run in
+ * the hub processes the test starts), with the casino added by an operator.
+ */
+async function casinoAndDatabase(t: Test, poll: boolean) {
   const casino = await startSimCasino();
   t.teardown(() => casino.close());
-  // This server only holds the database and answers GraphQL; the worker runs in the child processes.
   const server = await startTestServer({ transfers: { worker: false } });
   t.teardown(() => server.stop());
   const { apiKey } = await server.authenticateOperator();
   const operator = { authorization: `apikey:${apiKey}` };
-  const casinoId = await addSimCasino(server.url, operator, casino, { poll: false });
+  const casinoId = await addSimCasino(server.url, operator, casino, { poll });
+  return { casino, server, operator, casinoId };
+}
+
+t.test("SIGKILL of the hub after the casino applied a withdrawal and before the hub recorded it: after a restart it completes exactly once", async (t) => {
+  const dir = tmpDir(t, "hub-transfers-kill-");
+  const { casino, server, operator, casinoId } = await casinoAndDatabase(t, false);
   casino.fund("alice", "BTC", 1000);
   const mp = casino.deposit("alice", "BTC", 1000);
   await ok(server.url, operator, RECORD, { i: { casinoId, mpTransferId: mp, uname: "alice", experience: "main", currencyKey: "BTC", amount: 1000 } });
@@ -96,13 +104,7 @@ t.test("SIGKILL of the hub after the casino applied a withdrawal and before the 
 
 t.test("two hub processes on one database polling the same casino: every transfer credited once, every withdrawal paid once", async (t) => {
   const dir = tmpDir(t, "hub-transfers-two-");
-  const casino = await startSimCasino();
-  t.teardown(() => casino.close());
-  const server = await startTestServer({ transfers: { worker: false } });
-  t.teardown(() => server.stop());
-  const { apiKey } = await server.authenticateOperator();
-  const operator = { authorization: `apikey:${apiKey}` };
-  const casinoId = await addSimCasino(server.url, operator, casino, { poll: true });
+  const { casino, server, operator, casinoId } = await casinoAndDatabase(t, true);
   const hubs = await Promise.all([hubProcess(t, server, dir), hubProcess(t, server, dir)]);
   casino.duplicateIncoming = true;
 
