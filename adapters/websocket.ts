@@ -233,21 +233,25 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
   const keepAlive =
     limits.keepAliveMs > 0
       ? setInterval(() => {
-          for (const [socket, tracked] of sockets) {
-            if (socket.readyState !== socket.OPEN) continue;
+          sockets.forEach((tracked, socket) => {
+            if (socket.readyState !== socket.OPEN) return;
             if (!tracked.alive) {
               socket.terminate();
-              continue;
+              return;
             }
             tracked.alive = false;
             socket.ping();
-          }
+          });
         }, limits.keepAliveMs).unref()
       : undefined;
   // Session expiry: one sweep for all sockets, often enough to close an expired one within a second.
   const expiry = setInterval(() => {
     const now = Date.now();
-    for (const [socket, tracked] of sockets) if (tracked.expiresAt <= now) closeSocket(socket, CLOSE_UNAUTHORIZED, "Unauthorized: the session has expired");
+    // forEach, not for…of: no entry array per socket four times a second, so an idle server allocates next to
+    // nothing and V8's memory reducer can return the young generation's space.
+    sockets.forEach((tracked, socket) => {
+      if (tracked.expiresAt <= now) closeSocket(socket, CLOSE_UNAUTHORIZED, "Unauthorized: the session has expired");
+    });
   }, EXPIRY_SWEEP_MS).unref();
   app.addHook("onClose", (_app, done) => {
     clearInterval(keepAlive);

@@ -1,10 +1,14 @@
 // Live updates: memory per idle subscribed WebSocket, and commit → alert latency across two hub processes.
 //
 //   npm run build && node --import tsx bench/live.ts [--connections 1000,10000] [--subscribers 1000] [--rate 500] [--seconds 20]
+//                                                     [--idle-seconds 45] [--heap-snapshots DIR] [--hub-node-options "..."]
 //
 // Two `node dist/server.js` processes (NODE_ENV=production) share one embedded Postgres in a fresh data dir.
 // Memory: RSS of process A (from /proc) before any socket, then with N idle connections each holding one
-// hubBalanceAlert subscription (players × N/players sockets). Latency: `subscribers` players, one
+// hubBalanceAlert subscription (players × N/players sockets), each read 3 s after the last socket opened and
+// again after --idle-seconds without traffic: opening thousands of sockets grows V8's young generation
+// (32 MiB), and V8 returns that space, and compacts the old one, only once the process has been idle for
+// some 30 s. The idle figure is the one an idle subscriber costs. Latency: `subscribers` players, one
 // subscription each, alternately on A and B; this process changes a random player's balance `rate` times a
 // second, each change its own transaction (`update hub.balance …`, the ledger trigger does the rest), and
 // times each alert from the moment the UPDATE was sent (so its execution and commit are included). Every
@@ -29,6 +33,7 @@ const CONNECTIONS = arg("connections", "1000,10000").split(",").map(Number);
 const SUBSCRIBERS = Number(arg("subscribers", "1000"));
 const RATE = Number(arg("rate", "500"));
 const SECONDS = Number(arg("seconds", "20"));
+const IDLE_SECONDS = Number(arg("idle-seconds", "45"));
 const PLAYERS = Math.max(SUBSCRIBERS, Math.ceil(Math.max(...CONNECTIONS) / 10));
 
 interface Mem {
@@ -36,6 +41,8 @@ interface Mem {
   heapTotal: number;
   heapUsed: number;
   external: number;
+  /** V8 space name → [committed, used] MiB. */
+  spaces?: Record<string, [number, number]>;
 }
 
 interface Hub {
@@ -158,22 +165,39 @@ async function main() {
 
     log(`# Live updates bench (${new Date().toISOString()}, ${os.cpus().length} CPUs, load average before: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")})`);
     log("");
-    log("| idle subscribed connections on hub A | RSS of A | RSS per connection (over none) | after a full GC: RSS / V8 heap committed / used / external | per connection after GC: RSS / heap used |");
-    log("|--:|--:|--:|--:|--:|");
-    await sleep(2000);
-    const rss0 = rssMiB(a.child.pid!);
-    const mem0 = await a.memAfterGc();
+    log(
+      `| idle subscribed connections on hub A | RSS of A 3 s after the last one opened | RSS of A after ${IDLE_SECONDS} s without traffic | per connection, idle (over none, idle) | after a full GC: RSS / V8 heap committed / used / external | per connection after GC: RSS / heap used |`,
+    );
+    log("|--:|--:|--:|--:|--:|--:|");
     const MiB = (bytes: number) => bytes / 2 ** 20;
-    log(`| 0 | ${rss0.toFixed(1)} MiB | | ${MiB(mem0.rss).toFixed(1)} / ${MiB(mem0.heapTotal).toFixed(1)} / ${MiB(mem0.heapUsed).toFixed(1)} / ${MiB(mem0.external).toFixed(1)} MiB | |`);
+    /** RSS now, then every 5 s for IDLE_SECONDS (V8 returns the young generation's space once the process has been idle a while). */
+    const idleRss = async (label: string) => {
+      await sleep(3000);
+      const first = rssMiB(a.child.pid!);
+      const samples: string[] = [];
+      for (let t = 5; t <= IDLE_SECONDS; t += 5) {
+        await sleep(5000);
+        samples.push(rssMiB(a.child.pid!).toFixed(0));
+      }
+      console.log(`  ${label}: RSS 3 s in ${first.toFixed(0)} MiB, then every 5 s: ${samples.join(" ")} MiB`);
+      return { first, idle: rssMiB(a.child.pid!) };
+    };
+    const spaces = (mem: Mem) => console.log(`  V8 spaces after the GC (committed, used MiB): ${JSON.stringify(mem.spaces)}`);
+    const rss0 = await idleRss("no connection");
+    const mem0 = await a.memAfterGc();
+    spaces(mem0);
+    log(
+      `| 0 | ${rss0.first.toFixed(1)} MiB | ${rss0.idle.toFixed(1)} MiB | | ${MiB(mem0.rss).toFixed(1)} / ${MiB(mem0.heapTotal).toFixed(1)} / ${MiB(mem0.heapUsed).toFixed(1)} / ${MiB(mem0.external).toFixed(1)} MiB | |`,
+    );
     const sockets: WebSocket[] = [];
     for (const n of CONNECTIONS.sort((x, y) => x - y)) {
       const more = n - sockets.length;
       sockets.push(...(await inBatches(Array.from({ length: more }, (_, i) => players[(sockets.length + i) % PLAYERS]!), 200, (p) => subscribe(a.wsUrl, p.token))));
-      await sleep(3000);
-      const rss = rssMiB(a.child.pid!);
+      const rss = await idleRss(`${n} connections`);
       const mem = await a.memAfterGc();
+      spaces(mem);
       log(
-        `| ${n.toLocaleString("en")} | ${rss.toFixed(1)} MiB | ${(((rss - rss0) * 1024) / n).toFixed(1)} KiB | ${MiB(mem.rss).toFixed(1)} / ${MiB(mem.heapTotal).toFixed(1)} / ${MiB(mem.heapUsed).toFixed(1)} / ${MiB(mem.external).toFixed(1)} MiB | ${((mem.rss - mem0.rss) / 1024 / n).toFixed(1)} / ${((mem.heapUsed - mem0.heapUsed) / 1024 / n).toFixed(1)} KiB |`,
+        `| ${n.toLocaleString("en")} | ${rss.first.toFixed(1)} MiB | ${rss.idle.toFixed(1)} MiB | ${(((rss.idle - rss0.idle) * 1024) / n).toFixed(1)} KiB | ${MiB(mem.rss).toFixed(1)} / ${MiB(mem.heapTotal).toFixed(1)} / ${MiB(mem.heapUsed).toFixed(1)} / ${MiB(mem.external).toFixed(1)} MiB | ${((mem.rss - mem0.rss) / 1024 / n).toFixed(1)} / ${((mem.heapUsed - mem0.heapUsed) / 1024 / n).toFixed(1)} KiB |`,
       );
     }
     for (const ws of sockets) ws.terminate();
