@@ -67,6 +67,66 @@ interface Subscriber {
   end(): void;
 }
 
+/**
+ * One subscriber's events, as the async iterator grafast reads. A class, not
+ * closures: an idle subscription lives as long as its socket, and ten
+ * thousand of them are ten thousand of whatever each one holds. The queue
+ * exists only while events wait to be read.
+ */
+class TopicSubscription implements Subscriber, AsyncIterableIterator<unknown> {
+  private queue: unknown[] | undefined = undefined;
+  private waiting: ((result: IteratorResult<unknown>) => void) | undefined = undefined;
+  private done = false;
+  constructor(
+    readonly topic: string,
+    readonly set: Set<Subscriber>,
+    private readonly onEnd: (sub: TopicSubscription) => void,
+  ) {}
+
+  push(event: unknown): void {
+    const waiting = this.waiting;
+    if (waiting) {
+      this.waiting = undefined;
+      waiting({ value: event, done: false });
+    } else (this.queue ??= []).push(event);
+  }
+
+  end(): void {
+    if (this.done) return;
+    this.done = true;
+    this.queue = undefined;
+    this.onEnd(this);
+    const waiting = this.waiting;
+    this.waiting = undefined;
+    waiting?.({ value: undefined, done: true });
+  }
+
+  next(): Promise<IteratorResult<unknown>> {
+    const queue = this.queue;
+    if (queue !== undefined && queue.length > 0) {
+      const value = queue.shift();
+      if (queue.length === 0) this.queue = undefined;
+      return Promise.resolve({ value, done: false });
+    }
+    if (this.done) return Promise.resolve({ value: undefined, done: true });
+    return new Promise((resolve) => (this.waiting = resolve));
+  }
+
+  return(): Promise<IteratorResult<unknown>> {
+    this.end();
+    return Promise.resolve({ value: undefined, done: true });
+  }
+
+  throw(error?: unknown): Promise<IteratorResult<unknown>> {
+    this.end();
+    return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+}
+
 export function createLiveNotifications(url: string, log: Logger): LiveNotifications {
   const topics = new Map<string, Set<Subscriber>>();
   /** Plugin channels LISTENed on, with their subscriber count. */
@@ -178,6 +238,15 @@ export function createLiveNotifications(url: string, log: Logger): LiveNotificat
 
   const ready = connect();
   let count = 0;
+  const released = (sub: TopicSubscription) => {
+    count--;
+    sub.set.delete(sub);
+    if (sub.set.size === 0) topics.delete(sub.topic);
+  };
+  const releasedChannel = (sub: TopicSubscription) => {
+    released(sub);
+    unlistenFrom(sub.topic);
+  };
 
   return {
     ready,
@@ -193,53 +262,12 @@ export function createLiveNotifications(url: string, log: Logger): LiveNotificat
         }
         listenTo(topic);
       }
-      const queue: unknown[] = [];
-      let waiting: ((r: IteratorResult<unknown>) => void) | undefined;
-      let done = false;
       let set = topics.get(topic);
       if (!set) topics.set(topic, (set = new Set()));
       count++;
-      const finish = () => {
-        if (done) return;
-        done = true;
-        count--;
-        set.delete(sub);
-        if (set.size === 0) topics.delete(topic);
-        if (!isCore) unlistenFrom(topic);
-        queue.length = 0;
-        waiting?.({ value: undefined, done: true });
-        waiting = undefined;
-      };
-      const sub: Subscriber = {
-        push(event) {
-          if (waiting) {
-            const w = waiting;
-            waiting = undefined;
-            w({ value: event, done: false });
-          } else queue.push(event);
-        },
-        end: finish,
-      };
+      const sub = new TopicSubscription(topic, set, isCore ? released : releasedChannel);
       set.add(sub);
-      const iterator: AsyncIterableIterator<unknown> = {
-        next() {
-          if (queue.length > 0) return Promise.resolve({ value: queue.shift(), done: false });
-          if (done) return Promise.resolve({ value: undefined, done: true });
-          return new Promise((resolve) => (waiting = resolve));
-        },
-        return() {
-          finish();
-          return Promise.resolve({ value: undefined, done: true });
-        },
-        throw(error?: unknown) {
-          finish();
-          return Promise.reject(error instanceof Error ? error : new Error(String(error)));
-        },
-        [Symbol.asyncIterator]() {
-          return iterator;
-        },
-      };
-      return iterator;
+      return sub;
     },
     async close() {
       closed = true;
