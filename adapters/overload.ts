@@ -1,11 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import type { IncomingMessage } from "node:http";
 import type { IdentityPoolLimiter } from "../src/db/identity-limit.js";
 import { ErrorCode } from "../src/errors.js";
 import { identityOf, type Identity } from "../src/auth/identity.js";
-
-/** An upgrade request's admission, released by the WebSocket front once the socket is open. */
-const UPGRADE_RELEASE = Symbol("hub.upgradeAdmission");
 
 /**
  * One player (or API key) has at most perIdentityConnections +
@@ -33,10 +29,6 @@ export function createAdmission(limiter: IdentityPoolLimiter): Admission {
     if (typeof admitted === "function") {
       // "close" also fires for hijacked replies (Express) and aborted requests.
       reply.raw.once("close", admitted);
-      // A WebSocket upgrade's response lives as long as the socket: the socket's own limits take over once it is open.
-      // (Node sets `upgrade` on the requests it hands to the "upgrade" event; @types/node omits it.)
-      const raw = request.raw as IncomingMessage & { upgrade?: boolean; [UPGRADE_RELEASE]?: () => void };
-      if (raw.upgrade === true) raw[UPGRADE_RELEASE] = admitted;
       return true;
     }
     const graphql = request.url.split("?")[0] === "/graphql";
@@ -62,15 +54,6 @@ export function createAdmission(limiter: IdentityPoolLimiter): Admission {
     }
     return false;
   };
-}
-
-/** The upgrade request of an open WebSocket no longer counts as a request in progress of its identity. */
-export function releaseUpgradeAdmission(req: IncomingMessage): void {
-  const holder = req as IncomingMessage & { [UPGRADE_RELEASE]?: () => void };
-  const release = holder[UPGRADE_RELEASE];
-  if (release === undefined) return;
-  holder[UPGRADE_RELEASE] = undefined;
-  release();
 }
 
 /**

@@ -1,18 +1,18 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from "fastify";
-import fastifyWebsocket from "@fastify/websocket";
-import { makeHandler } from "graphql-ws/use/@fastify/websocket";
-import { CloseCode, type ServerOptions as GraphQLWSOptions } from "graphql-ws";
+import { WebSocketServer, type RawData, type WebSocket } from "ws";
+import { CloseCode, handleProtocols, makeServer, type ServerOptions as GraphQLWSOptions } from "graphql-ws";
 import { makeGraphQLWSConfig, type GrafservBase } from "grafserv";
 import { getOperationAST, GraphQLError, parse } from "graphql";
-import type { WebSocket } from "ws";
-import type { IncomingMessage, ServerResponse } from "node:http";
+import { randomUUID } from "node:crypto";
+import { ServerResponse, type IncomingMessage } from "node:http";
+import type { Duplex } from "node:stream";
 import type pg from "pg";
-import { identityOf, type Identity } from "../src/auth/identity.js";
+import type { Identity } from "../src/auth/identity.js";
 import type { IdentityResolver } from "../src/auth/resolver.js";
+import { isPoolSaturated } from "../src/db/pools.js";
 import { ErrorCode } from "../src/errors.js";
 import type { Logger } from "../src/logger.js";
 import type { WebSocketLimits } from "../src/live/limits.js";
-import { releaseUpgradeAdmission } from "./overload.js";
 
 export interface WebSocketFrontOptions {
   graphqlPath: string;
@@ -30,21 +30,10 @@ export interface WebSocketFront {
   socketCount(): number;
 }
 
-interface Tracked {
-  identity: Identity | undefined;
-  /** Its key in the per-identity counts, once counted. */
-  identityKey: string | undefined;
-  /** When the session behind it expires (ms since the epoch); Infinity for none. */
-  expiresAt: number;
-  /** Answered the previous keep-alive ping (or opened since it was sent). */
-  alive: boolean;
-}
-
 /**
- * What a connection keeps of its upgrade request, in place of Fastify's
- * request (which holds the raw request, its reply, headers and a child
- * logger for as long as the socket lives). The GraphQL context reads it back
- * as `ws.request` (grafservRequestInfo).
+ * What a connection keeps of its upgrade request, in place of the request
+ * itself (its headers and parser state would live as long as the socket).
+ * The GraphQL context reads it back as `ws.request` (grafservRequestInfo).
  */
 export interface WebSocketRequest {
   /** The upgrade request's id, for logs. */
@@ -56,13 +45,43 @@ export interface WebSocketRequest {
 }
 
 type Extra = { socket: WebSocket; request: WebSocketRequest };
+type Receive = (data: string) => Promise<void>;
 
-/** Shared by every socket: a closure per socket would be kept for its whole life. */
-function onPong(this: WebSocket) {
-  const tracked = trackedOf.get(this);
-  if (tracked) tracked.alive = true;
+/**
+ * One open socket: the hub's bookkeeping and the socket graphql-ws talks to,
+ * in one object with shared methods. Closures per socket would each live as
+ * long as it does; ten thousand idle subscribers are ten thousand of each.
+ */
+class Connection {
+  identity: Identity | undefined = undefined;
+  /** Its key in the per-identity counts, once counted. */
+  identityKey: string | undefined = undefined;
+  /** When the session behind it expires (ms since the epoch); Infinity for none. */
+  expiresAt = Infinity;
+  /** Answered the previous keep-alive ping (or opened since it was sent). */
+  alive = true;
+  receive: Receive | undefined = undefined;
+  closed: ((code?: number, reason?: string) => Promise<void>) | undefined = undefined;
+  constructor(readonly socket: WebSocket) {}
+
+  get protocol(): string {
+    return this.socket.protocol;
+  }
+
+  send(data: string): Promise<void> {
+    const socket = this.socket;
+    if (socket.readyState !== socket.OPEN) return Promise.resolve();
+    return new Promise((resolve, reject) => socket.send(data, (error) => (error ? reject(error) : resolve())));
+  }
+
+  close(code: number, reason: string): void {
+    closeSocket(this.socket, code, reason);
+  }
+
+  onMessage(receive: Receive): void {
+    this.receive = receive;
+  }
 }
-const trackedOf = new WeakMap<WebSocket, Tracked>();
 
 /** What a graphql-ws client treats as "unauthorised": it does not reconnect with the same credential. */
 export const CLOSE_UNAUTHORIZED = CloseCode.Unauthorized; // 4401
@@ -71,26 +90,34 @@ const CLOSE_TOO_MANY_CONNECTIONS = 4429;
 const CLOSE_TRY_AGAIN_LATER = 1013;
 const EXPIRY_SWEEP_MS = 250;
 
+function closeSocket(socket: WebSocket, code: number, reason: string): void {
+  if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING) socket.close(code, reason);
+}
+
 const identityKeyOf = (identity: Identity | undefined) =>
   identity?.kind === "user" ? `session:${identity.session.id}` : identity?.kind === "operator" ? `apikey:${identity.apiKeyId}` : undefined;
 
+/** A plain HTTP answer on a socket whose upgrade is refused; the socket is closed after it. */
+function refuseUpgrade(socket: Duplex, status: number, reason: string, body: object, headers = ""): void {
+  const text = JSON.stringify(body);
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(text)}\r\n${headers}connection: close\r\n\r\n${text}`,
+  );
+}
+
 /**
  * Subscriptions over WebSocket at the GraphQL path (graphql-transport-ws), on
- * grafserv's own graphql-ws configuration: registered before grafserv's
- * routes, it swaps the WebSocket handler grafserv gives its GET route for one
- * built from the same configuration plus the hub's identity, limits,
- * revocation and shutdown. Must be called before `serv.addTo(app)`.
+ * grafserv's own graphql-ws configuration plus the hub's identity, limits,
+ * revocation and shutdown. The upgrade is taken from the HTTP server's
+ * "upgrade" event, before Fastify: no route, hook or Express handler runs for
+ * it, and no plain request pays for WebSocket support. Must be called before
+ * `serv.addTo(app)`.
  */
 export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, options: WebSocketFrontOptions): Promise<WebSocketFront> {
   const { graphqlPath, resolver, limits, log } = options;
-  const sockets = new Map<WebSocket, Tracked>();
-  const upgradeResponses = new WeakMap<IncomingMessage, ServerResponse>();
+  const connections = new Map<WebSocket, Connection>();
   const perIdentity = new Map<string, number>();
   let closing = false;
-
-  const closeSocket = (socket: WebSocket, code: number, reason: string) => {
-    if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING) socket.close(code, reason);
-  };
 
   const base = makeGraphQLWSConfig(serv) as GraphQLWSOptions<Record<string, unknown> | undefined, Extra>;
   const config: GraphQLWSOptions<Record<string, unknown> | undefined, Extra> = {
@@ -98,9 +125,9 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
     connectionInitWaitTimeout: limits.connectionInitTimeoutMs,
     async onConnect(ctx) {
       const { socket, request } = ctx.extra;
-      const tracked = sockets.get(socket);
-      if (!tracked) return false;
-      // connectionParams.authorization, else the upgrade's Authorization header (already resolved by the auth hook).
+      const connection = connections.get(socket);
+      if (!connection) return false;
+      // connectionParams.authorization, else the upgrade's Authorization header (resolved at the upgrade).
       const fromParams = ctx.connectionParams?.authorization;
       let identity: Identity | undefined;
       if (fromParams !== undefined) {
@@ -137,10 +164,10 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
         }
         perIdentity.set(key, held + 1);
       }
-      tracked.identity = identity;
-      tracked.identityKey = key;
+      connection.identity = identity;
+      connection.identityKey = key;
       // Closed by the shared expiry sweep below.
-      if (identity?.kind === "user") tracked.expiresAt = identity.session.expired_at.getTime();
+      if (identity?.kind === "user") connection.expiresAt = identity.session.expired_at.getTime();
       return true;
     },
     onSubscribe(ctx, id, payload) {
@@ -156,90 +183,140 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
       return base.onSubscribe!(ctx, id, payload);
     },
   };
-  // No keep-alive of graphql-ws's own: it costs an interval per socket and a timeout and listener per ping.
-  // One sweep for all sockets instead (below).
-  const wsHandler = makeHandler(config, 0);
+  const graphqlWs = makeServer(config);
+  // No compression: ws keeps a zlib context per socket for it (tens of KiB each), and alerts are tiny.
+  // No client tracking: the connections map below is the one list of sockets.
+  const wss = new WebSocketServer({ noServer: true, maxPayload: limits.maxMessageBytes, perMessageDeflate: false, clientTracking: false, handleProtocols });
 
-  const handler = function (this: FastifyInstance, socket: WebSocket, request: FastifyRequest) {
-    // The upgrade is over: from now on the socket's own limits (connections per identity) apply.
-    releaseUpgradeAdmission(request.raw);
-    const tracked: Tracked = { identity: undefined, identityKey: undefined, expiresAt: Infinity, alive: true };
-    sockets.set(socket, tracked);
-    trackedOf.set(socket, tracked);
-    socket.on("pong", onPong);
-    // @fastify/websocket's error listener holds Fastify's request and reply for the socket's life: ours holds neither.
-    // Ours is added first: removing an event's only listener deletes its key, and the emitter's
-    // listener table then turns into a slower, larger dictionary for the socket's life.
-    const theirs = socket.listeners("error");
-    socket.on("error", onSocketError);
-    for (const listener of theirs) socket.off("error", listener as never);
-    // @fastify/websocket routes the upgrade with a ServerResponse bound to the TCP socket: unbound, it no longer
-    // keeps the request, the reply, their listeners and logger alive with the socket.
-    const response = upgradeResponses.get(request.raw);
-    if (response) {
-      upgradeResponses.delete(request.raw);
-      if (response.socket) response.detachSocket(response.socket);
-    }
-    const slim: WebSocketRequest = { id: request.id, identity: identityOf(request.raw), hadAuthorization: request.headers.authorization !== undefined };
-    socket.once("close", () => {
-      sockets.delete(socket);
-      if (tracked.identityKey !== undefined) {
-        const n = (perIdentity.get(tracked.identityKey) ?? 1) - 1;
-        if (n > 0) perIdentity.set(tracked.identityKey, n);
-        else perIdentity.delete(tracked.identityKey);
-      }
+  // The socket's listeners are shared by every socket and find its connection by the socket.
+  function onPong(this: WebSocket) {
+    const connection = connections.get(this);
+    if (connection) connection.alive = true;
+  }
+  function onMessage(this: WebSocket, data: RawData) {
+    const receive = connections.get(this)?.receive;
+    if (receive === undefined) return;
+    receive(String(data)).catch((error: unknown) => {
+      // graphql-ws answers the client's mistakes itself (4400 and the like); what throws here is the server's fault.
+      log.error({ err: error }, "a WebSocket message could not be handled");
+      closeSocket(this, CloseCode.InternalServerError, "Internal server error");
     });
+  }
+  // A socket's error is the peer's doing (a bad frame, an oversized message, a reset): ws has already closed it with its code.
+  function onSocketError(this: WebSocket, error: Error) {
+    log.info({ err: error }, "WebSocket closed after an error");
+    if (this.readyState === this.OPEN) this.terminate();
+  }
+  function onClose(this: WebSocket, code: number, reason: Buffer) {
+    const connection = connections.get(this);
+    if (!connection) return;
+    connections.delete(this);
+    if (connection.identityKey !== undefined) {
+      const n = (perIdentity.get(connection.identityKey) ?? 1) - 1;
+      if (n > 0) perIdentity.set(connection.identityKey, n);
+      else perIdentity.delete(connection.identityKey);
+    }
+    connection.closed?.(code, String(reason)).catch((error: unknown) => log.warn({ err: error }, "a WebSocket's operations could not be ended cleanly"));
+  }
+
+  const open = (socket: WebSocket, request: WebSocketRequest) => {
+    const connection = new Connection(socket);
+    connections.set(socket, connection);
+    socket.on("error", onSocketError);
+    socket.on("pong", onPong);
+    socket.on("message", onMessage);
+    socket.once("close", onClose);
     if (closing) {
       closeSocket(socket, CLOSE_GOING_AWAY, "Server shutting down");
       return;
     }
-    const before = socket.listeners("error");
-    wsHandler.call(this as never, socket, slim as never);
-    // graphql-ws prints every socket error to the console as an internal error; a peer's bad frame or
-    // oversized message is the peer's doing, and ws has already closed the socket with its code (1009 & co.).
-    for (const listener of socket.listeners("error")) if (!before.includes(listener)) socket.off("error", listener as never);
+    connection.closed = graphqlWs.opened(connection, { socket, request });
   };
 
-  // Ours before @fastify/websocket's: it reads wsHandler as the route is added.
-  app.addHook("onRoute", (route: RouteOptions) => {
-    if (route.url !== graphqlPath) {
-      // Upgrades on other paths: a plain HTTP 404 before the route (the Express app's included) runs. A hook of
-      // those routes only, so a request to the GraphQL path does not pay for it; a path no route matches gets
-      // the ordinary 404.
-      route.onRequest = [...(route.onRequest ? [route.onRequest].flat() : []), refuseUpgrade(graphqlPath)];
+  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const pathName = (req.url ?? "/").split("?")[0]!;
+    if (req.headers.upgrade?.toLowerCase() !== "websocket") {
+      // Not a WebSocket (h2c and the like): answered as the plain HTTP request it also is, without upgrading.
+      const res = new ServerResponse(req);
+      res.shouldKeepAlive = false;
+      res.assignSocket(socket as never);
+      res.once("finish", () => socket.end());
+      app.routing(req, res);
       return;
     }
-    const methods = Array.isArray(route.method) ? route.method : [route.method];
-    if (methods.includes("GET") && route.wsHandler) {
-      route.wsHandler = handler as never;
-      // The upgrade's response, so the socket's handler can unbind it (see there).
-      const recordUpgradeResponse = (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
-        if (request.ws) upgradeResponses.set(request.raw, reply.raw);
-        done();
-      };
-      route.onRequest = [...(route.onRequest ? [route.onRequest].flat() : []), recordUpgradeResponse as never];
+    const id = (typeof req.headers["x-request-id"] === "string" && req.headers["x-request-id"]) || randomUUID();
+    if (pathName !== graphqlPath && pathName !== `${graphqlPath}/`) {
+      log.info({ reqId: id, url: pathName }, "WebSocket upgrade refused: not the GraphQL path");
+      refuseUpgrade(socket, 404, "Not Found", {
+        statusCode: 404,
+        error: "Not Found",
+        message: `WebSocket connections are accepted on ${graphqlPath} only (graphql-transport-ws); received an upgrade for ${pathName}.`,
+      });
+      return;
     }
+    if (closing) {
+      refuseUpgrade(socket, 503, "Service Unavailable", { statusCode: 503, error: "Service Unavailable", message: "The server is shutting down; connect again." }, "retry-after: 1\r\n");
+      return;
+    }
+    // Until ws takes the socket over, a reset must not become an unhandled error.
+    const onEarlyError = () => socket.destroy();
+    socket.on("error", onEarlyError);
+    const header = req.headers.authorization;
+    const upgrade = (identity: Identity | undefined) => {
+      socket.off("error", onEarlyError);
+      if (socket.destroyed) return;
+      const request: WebSocketRequest = { id, identity, hadAuthorization: header !== undefined };
+      wss.handleUpgrade(req, socket, head, (ws) => open(ws, request));
+    };
+    if (header === undefined) {
+      upgrade(undefined);
+      return;
+    }
+    resolver.resolve(header).then(upgrade, (error: unknown) => {
+      socket.off("error", onEarlyError);
+      const busy = isPoolSaturated(error);
+      // As for HTTP requests: a saturated credentials pool is load (warn), a failed lookup a fault (error).
+      if (busy) log.warn({ err: error, reqId: id }, "a WebSocket upgrade's identity lookup waited too long for a database connection");
+      else log.error({ err: error, reqId: id }, "a WebSocket upgrade's identity lookup failed");
+      refuseUpgrade(
+        socket,
+        503,
+        "Service Unavailable",
+        {
+          statusCode: 503,
+          code: busy ? ErrorCode.SERVER_BUSY : ErrorCode.DATABASE_UNAVAILABLE,
+          error: "Service Unavailable",
+          message: `The credential could not be checked because ${busy ? "the server is busy" : "the database is unavailable"}; retry shortly.`,
+        },
+        "retry-after: 1\r\n",
+      );
+    });
+  };
+  app.server.on("upgrade", onUpgrade);
+
+  app.addHook("onRoute", (route: RouteOptions) => {
+    if (route.url !== graphqlPath) return;
+    // grafserv offers @fastify/websocket a handler on its GET route; sockets are opened above instead.
+    delete (route as { wsHandler?: unknown }).wsHandler;
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
     if (methods.includes("GET") || methods.includes("POST")) {
       route.preHandler = [...(route.preHandler ? [route.preHandler].flat() : []), refuseSubscriptionOverHttp(graphqlPath)];
     }
   });
 
-  const onSocketError = function (this: WebSocket, error: Error) {
-    log.info({ err: error }, "WebSocket closed after an error");
-    if (this.readyState === this.OPEN) this.terminate();
-  };
-
   // Keep-alive: every keepAliveMs, a socket that did not answer the previous ping is cut, the others pinged.
+  // forEach, not for…of: no entry array per socket, so an idle server allocates next to nothing and V8's
+  // memory reducer can return the young generation's space.
   const keepAlive =
     limits.keepAliveMs > 0
       ? setInterval(() => {
-          sockets.forEach((tracked, socket) => {
+          connections.forEach((connection, socket) => {
             if (socket.readyState !== socket.OPEN) return;
-            if (!tracked.alive) {
+            if (!connection.alive) {
               socket.terminate();
               return;
             }
-            tracked.alive = false;
+            connection.alive = false;
             socket.ping();
           });
         }, limits.keepAliveMs).unref()
@@ -247,50 +324,41 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
   // Session expiry: one sweep for all sockets, often enough to close an expired one within a second.
   const expiry = setInterval(() => {
     const now = Date.now();
-    // forEach, not for…of: no entry array per socket four times a second, so an idle server allocates next to
-    // nothing and V8's memory reducer can return the young generation's space.
-    sockets.forEach((tracked, socket) => {
-      if (tracked.expiresAt <= now) closeSocket(socket, CLOSE_UNAUTHORIZED, "Unauthorized: the session has expired");
+    connections.forEach((connection, socket) => {
+      if (connection.expiresAt <= now) closeSocket(socket, CLOSE_UNAUTHORIZED, "Unauthorized: the session has expired");
     });
   }, EXPIRY_SWEEP_MS).unref();
+
+  app.addHook("preClose", (done) => {
+    closing = true;
+    // 1001 "going away": clients reconnect, elsewhere. ws sends the close frame after what is already queued.
+    const sockets = [...connections.keys()];
+    if (sockets.length === 0) {
+      done();
+      return;
+    }
+    log.info({ sockets: sockets.length }, "closing WebSocket connections (1001)");
+    let left = sockets.length;
+    const timer = setTimeout(() => {
+      for (const socket of sockets) if (socket.readyState !== socket.CLOSED) socket.terminate();
+    }, 2000);
+    for (const socket of sockets) {
+      socket.once("close", () => {
+        if (--left === 0) {
+          clearTimeout(timer);
+          done();
+        }
+      });
+      if (socket.readyState === socket.CLOSED) socket.emit("close");
+      else closeSocket(socket, CLOSE_GOING_AWAY, "Server shutting down");
+    }
+  });
   app.addHook("onClose", (_app, done) => {
     clearInterval(keepAlive);
     clearInterval(expiry);
+    app.server.off("upgrade", onUpgrade);
+    wss.close();
     done();
-  });
-
-  await app.register(fastifyWebsocket, {
-    // No compression: ws keeps a zlib context per socket for it (tens of KiB each), and alerts are tiny.
-    options: { maxPayload: limits.maxMessageBytes, perMessageDeflate: false },
-    // A socket's error is the peer's doing (a bad frame, a reset): it is closed, not a fault of the server.
-    errorHandler(error, socket, request) {
-      request.log.info({ err: error }, "WebSocket closed after an error");
-      if (socket.readyState === socket.OPEN) socket.terminate();
-    },
-    preClose(done) {
-      closing = true;
-      // 1001 "going away": clients reconnect, elsewhere. ws sends the close frame after what is already queued.
-      const open = [...sockets.keys()];
-      if (open.length === 0) {
-        done();
-        return;
-      }
-      log.info({ sockets: open.length }, "closing WebSocket connections (1001)");
-      let left = open.length;
-      const timer = setTimeout(() => {
-        for (const socket of open) if (socket.readyState !== socket.CLOSED) socket.terminate();
-      }, 2000);
-      for (const socket of open) {
-        socket.once("close", () => {
-          if (--left === 0) {
-            clearTimeout(timer);
-            done();
-          }
-        });
-        if (socket.readyState === socket.CLOSED) socket.emit("close");
-        else closeSocket(socket, CLOSE_GOING_AWAY, "Server shutting down");
-      }
-    },
   });
 
   let sweeping: Promise<void> | undefined;
@@ -298,7 +366,7 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
   const sweep = async () => {
     const sessionIds = new Set<string>();
     const keyIds = new Set<string>();
-    for (const { identity } of sockets.values()) {
+    for (const { identity } of connections.values()) {
       if (identity?.kind === "user") sessionIds.add(identity.session.id);
       else if (identity?.kind === "operator") keyIds.add(identity.apiKeyId);
     }
@@ -310,7 +378,7 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
       [[...sessionIds], [...keyIds]],
     );
     const live = new Set(rows.map((r) => r.id));
-    for (const [socket, { identity }] of sockets) {
+    for (const [socket, { identity }] of connections) {
       const id = identity?.kind === "user" ? identity.session.id : identity?.kind === "operator" ? identity.apiKeyId : undefined;
       if (id !== undefined && !live.has(id)) closeSocket(socket, CLOSE_UNAUTHORIZED, "Unauthorized: the credential was revoked or has expired");
     }
@@ -331,22 +399,7 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
       });
   };
 
-  return { credentialsChanged: runSweep, socketCount: () => sockets.size };
-}
-
-/** An upgrade on a route other than the GraphQL path: 404, saying where WebSockets are accepted. */
-function refuseUpgrade(graphqlPath: string) {
-  return function (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) {
-    if (!request.ws) {
-      done();
-      return;
-    }
-    void reply.code(404).send({
-      statusCode: 404,
-      error: "Not Found",
-      message: `WebSocket connections are accepted on ${graphqlPath} only (graphql-transport-ws); received an upgrade for ${request.url.split("?")[0]}.`,
-    });
-  };
+  return { credentialsChanged: runSweep, socketCount: () => connections.size };
 }
 
 /**
@@ -356,10 +409,6 @@ function refuseUpgrade(graphqlPath: string) {
  */
 function refuseSubscriptionOverHttp(graphqlPath: string) {
   return function (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) {
-    if (request.ws) {
-      done();
-      return;
-    }
     const params = (request.method === "GET" ? request.query : request.body) as { query?: unknown; operationName?: unknown } | undefined;
     const query = params?.query;
     if (typeof query !== "string" || !query.includes("subscription")) {

@@ -14,7 +14,6 @@
  */
 import { randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
-import fastifyWebsocket from "@fastify/websocket";
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { createLogger } from "../dist/src/logger.js";
 import { lazyChildLoggerFactory, RequestLogController } from "../dist/adapters/request-logger.js";
@@ -81,11 +80,6 @@ const variants: Record<string, () => FastifyInstance> = {
   "+ identity and admission in one hook (anonymous)": () => {
     const f = Fastify({ logger: false });
     addAuthHook(f, resolver, undefined, limiter);
-    return answer(f);
-  },
-  "+ @fastify/websocket registered (its onRequest, onResponse hooks)": () => {
-    const f = Fastify({ logger: false });
-    void f.register(fastifyWebsocket);
     return answer(f);
   },
   "the hub's createFastify (logger, ids, counters)": () => answer(front()),

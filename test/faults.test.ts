@@ -10,6 +10,7 @@ import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import t from "tap";
+import WebSocket from "ws";
 import { gql } from "./helpers/http.js";
 import { ROOT, startServerProcess } from "./helpers/process.js";
 import { makePlayer, withPool } from "./helpers/credentials.js";
@@ -99,6 +100,18 @@ t.test("Postgres stopped under load: requests fail fast (GraphQL error or 503), 
   t.equal(whoami.status, 503, "an identity lookup during the outage answers 503");
   t.equal(whoami.headers.get("retry-after"), "1", "with Retry-After");
   t.match(await whoami.json(), { message: /database is unavailable/ });
+  // The same for a WebSocket upgrade carrying the credential in its Authorization header.
+  const upgrade = await new Promise<{ status: number; retryAfter: unknown; body: string }>((resolve, reject) => {
+    const ws = new WebSocket(`${server.url.replace(/^http/, "ws")}/graphql`, "graphql-transport-ws", { headers: player.header });
+    ws.once("unexpected-response", (_req, res) => {
+      let body = "";
+      res.on("data", (chunk: Buffer) => (body += chunk.toString()));
+      res.once("end", () => resolve({ status: res.statusCode ?? 0, retryAfter: res.headers["retry-after"], body }));
+    });
+    ws.once("open", () => reject(new Error("upgraded while the credential could not be checked")));
+    ws.once("error", () => undefined);
+  });
+  t.match(upgrade, { status: 503, retryAfter: "1", body: /"code":"DATABASE_UNAVAILABLE".*database is unavailable/ }, "a WebSocket upgrade during the outage: 503 with Retry-After");
   const anon = await gql(server.url, "{ allHubCasinos { totalCount } }");
   t.equal(anon.status, 200, "an anonymous database query during the outage: HTTP 200 …");
   t.ok((anon.body.errors?.length ?? 0) > 0, "… with a GraphQL error");

@@ -1,5 +1,6 @@
 import "./helpers/env.js";
 import t from "tap";
+import net from "node:net";
 import path from "node:path";
 import WebSocket from "ws";
 import { defaultPlugins } from "@hubpkg/hub";
@@ -168,5 +169,20 @@ t.test("WebSocket limits, other paths, the Express app, and a plugin's subscript
     const res = await fetch(`${server.url}/bets`);
     t.equal(res.status, 200);
     t.same(seenByExpress, ["/bets"], "while it does see its plain requests");
+
+    // An Upgrade header that is not WebSocket's (h2c): answered as the plain request it also is.
+    const { port } = new URL(server.url);
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = net.connect(Number(port), "127.0.0.1", () =>
+        socket.write("GET /bets HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n"),
+      );
+      let text = "";
+      socket.on("data", (chunk) => (text += chunk.toString()));
+      socket.once("end", () => resolve(text));
+      socket.once("error", reject);
+    });
+    t.match(raw, /^HTTP\/1\.1 200 /, "an h2c upgrade is answered as plain HTTP, without upgrading");
+    t.match(raw, /\r\n\r\n\[\]$/, "by the Express route");
+    t.same(seenByExpress, ["/bets", "/bets"], "which the Express app sees as a plain request");
   });
 });
