@@ -366,6 +366,11 @@ t.test("the settings pgSettingsFor gives are the ones the row-level security fun
   t.same(await asSeenBySql(pgSettingsFor(undefined)), { role: GRAPHQL_ROLE, timeout: "0", user_id: null, casino_id: null, experience_id: null, session_id: null, operator: false });
   t.equal(pgSettingsFor(operator)[PG_SETTING.operatorApiKey], apiKeyId, "the key's id, never the key itself");
   t.notOk(Object.values(pgSettingsFor(operator)).includes(key));
+  // Built once per identity object and frozen (every request of a cached identity shares them); a timeout of its own is its own object.
+  t.equal(pgSettingsFor(player, 2500), pgSettingsFor(player, 2500), "one settings object per identity");
+  t.ok(Object.isFrozen(pgSettingsFor(player, 2500)), "frozen: nothing downstream can change another request's settings");
+  t.same(await asSeenBySql(pgSettingsFor(player)), { role: GRAPHQL_ROLE, timeout: "0", user_id: user.id, casino_id: casino.id, experience_id: experience.id, session_id: sessionId, operator: false }, "the same identity without a timeout");
+  t.not(pgSettingsFor(player), pgSettingsFor(operator), "another identity, other settings");
 
   // The hand-off from the auth hook: what setIdentity leaves, identityOf finds, and Express reads as req.identity.
   const { IncomingMessage } = await import("node:http");

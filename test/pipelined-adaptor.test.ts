@@ -102,6 +102,18 @@ t.test("the settings apply to the callback's queries, in one transaction, and en
   t.notOk(after.rows[0]!.uid, "so was the setting");
 });
 
+t.test("settings are serialised once per frozen object; a plain object is read afresh on every request", async (t) => {
+  const read = (s: Record<string, string>) =>
+    withPgClient(s, async (client) => (await client.query<{ uid: string }>({ text: "select current_setting('session.user_id') as uid" })).rows[0]!.uid);
+  const frozen = Object.freeze({ ...settings });
+  t.equal(await read(frozen), settings["session.user_id"]);
+  t.equal(await read(frozen), settings["session.user_id"], "the same frozen object again");
+  const plain: Record<string, string> = { ...settings };
+  t.equal(await read(plain), settings["session.user_id"]);
+  plain["session.user_id"] = "someone else";
+  t.equal(await read(plain), "someone else", "a plain object changed between requests is not served from a cache");
+});
+
 t.test("the set_config is parsed and planned once per connection, not per request", async (t) => {
   // What Postgres holds prepared on this connection (the pool has one), whatever the client names it.
   const prepared = () =>

@@ -73,22 +73,41 @@ export const PG_SETTING = {
 /**
  * Transaction settings for one GraphQL request: switch to app_postgraphile and
  * tell the RLS policies who is asking (hub_hidden.current_user_id() & co.).
+ *
+ * Built once per identity object (the resolver caches identities, so a
+ * player's requests share it) and frozen: every GraphQL request asks, and the
+ * pipelined adaptor keeps its serialised form per settings object.
  */
-export function pgSettingsFor(identity: Identity | undefined, statementTimeoutMs = 0): Record<string, string> {
-  const base: Record<string, string> =
-    statementTimeoutMs > 0 ? { [PG_SETTING.role]: GRAPHQL_ROLE, [PG_SETTING.statementTimeout]: String(statementTimeoutMs) } : { [PG_SETTING.role]: GRAPHQL_ROLE };
-  if (identity?.kind === "user") {
-    return {
-      ...base,
-      [PG_SETTING.sessionId]: identity.session.id,
-      [PG_SETTING.userId]: identity.session.user_id,
-      [PG_SETTING.casinoId]: identity.session.casino_id,
-      [PG_SETTING.experienceId]: identity.session.experience_id,
-    };
+export function pgSettingsFor(identity: Identity | undefined, statementTimeoutMs = 0): Readonly<Record<string, string>> {
+  if (identity === undefined) return statementTimeoutMs > 0 ? anonymousWithTimeout(statementTimeoutMs) : ANONYMOUS;
+  const cached = settingsByIdentity.get(identity);
+  if (cached !== undefined && cached.timeoutMs === statementTimeoutMs) return cached.settings;
+  const settings = Object.freeze(buildPgSettings(identity, statementTimeoutMs));
+  settingsByIdentity.set(identity, { timeoutMs: statementTimeoutMs, settings });
+  return settings;
+}
+
+const settingsByIdentity = new WeakMap<Identity, { timeoutMs: number; settings: Readonly<Record<string, string>> }>();
+const ANONYMOUS: Readonly<Record<string, string>> = Object.freeze({ [PG_SETTING.role]: GRAPHQL_ROLE });
+let anonymousTimeout: { timeoutMs: number; settings: Readonly<Record<string, string>> } | undefined;
+function anonymousWithTimeout(timeoutMs: number): Readonly<Record<string, string>> {
+  if (anonymousTimeout?.timeoutMs !== timeoutMs) {
+    anonymousTimeout = { timeoutMs, settings: Object.freeze({ [PG_SETTING.role]: GRAPHQL_ROLE, [PG_SETTING.statementTimeout]: String(timeoutMs) }) };
   }
-  if (identity?.kind === "operator") {
+  return anonymousTimeout.settings;
+}
+
+function buildPgSettings(identity: Identity, statementTimeoutMs: number): Record<string, string> {
+  const settings: Record<string, string> = { [PG_SETTING.role]: GRAPHQL_ROLE };
+  if (statementTimeoutMs > 0) settings[PG_SETTING.statementTimeout] = String(statementTimeoutMs);
+  if (identity.kind === "user") {
+    settings[PG_SETTING.sessionId] = identity.session.id;
+    settings[PG_SETTING.userId] = identity.session.user_id;
+    settings[PG_SETTING.casinoId] = identity.session.casino_id;
+    settings[PG_SETTING.experienceId] = identity.session.experience_id;
+  } else {
     // The key's id, not the key: settings are visible in pg_stat_activity and logs.
-    return { ...base, [PG_SETTING.operatorApiKey]: identity.apiKeyId };
+    settings[PG_SETTING.operatorApiKey] = identity.apiKeyId;
   }
-  return base;
+  return settings;
 }

@@ -43,8 +43,7 @@ export function makePipelinedWithPgClient(pool: pg.Pool): WithPgClient {
     pgSettings: Record<string, string | undefined> | null,
     callback: (client: PgClient) => T | Promise<T>,
   ): Promise<T> {
-    const entries: Array<[string, string]> = [];
-    if (pgSettings) for (const [key, value] of Object.entries(pgSettings)) if (value != null) entries.push([key, `${value}`]);
+    const settingsJson = pgSettings ? settingsJsonOf(pgSettings) : undefined;
 
     const client = await pool.connect();
     let broken: Error | undefined;
@@ -54,13 +53,13 @@ export function makePipelinedWithPgClient(pool: pg.Pool): WithPgClient {
         // As @dataplan/pg: JIT optimisation costs short queries far more than it saves.
         client.query("set jit_optimize_above_cost = -1").catch(() => undefined);
       }
-      if (entries.length === 0) return await inTransaction(client, false)(null, callback);
+      if (settingsJson === undefined) return await inTransaction(client, false)(null, callback);
 
       // One packet instead of three: node-postgres writes each query as it is
       // submitted; held until the callback has submitted its first query (it
       // does so within this turn of the event loop, after a few promise hops).
       corkUntilNextTurn(client);
-      const prologue = Promise.all([client.query("begin"), client.query({ name: SET_CONFIG_NAME, text: SET_CONFIG, values: [JSON.stringify(entries)] })]);
+      const prologue = Promise.all([client.query("begin"), client.query({ name: SET_CONFIG_NAME, text: SET_CONFIG, values: [settingsJson] })]);
       prologue.catch(() => undefined); // awaited below, on success and on failure
       try {
         const result = await inTransaction(client, true)(null, callback);
@@ -83,6 +82,29 @@ export function makePipelinedWithPgClient(pool: pg.Pool): WithPgClient {
       client.release(broken);
     }
   };
+}
+
+/**
+ * The settings as set_config's JSON argument, or undefined for none. Kept per
+ * settings object: the hub hands every request of one identity the same
+ * frozen object (pgSettingsFor). A settings object made afresh per request
+ * (a user's own context) is serialised each time, as it must be.
+ */
+const jsonBySettings = new WeakMap<object, string | undefined>();
+function settingsJsonOf(pgSettings: Record<string, string | undefined>): string | undefined {
+  if (!Object.isFrozen(pgSettings)) return serialise(pgSettings);
+  if (jsonBySettings.has(pgSettings)) return jsonBySettings.get(pgSettings);
+  const json = serialise(pgSettings);
+  jsonBySettings.set(pgSettings, json);
+  return json;
+}
+function serialise(pgSettings: Record<string, string | undefined>): string | undefined {
+  const entries: Array<[string, string]> = [];
+  for (const key of Object.keys(pgSettings)) {
+    const value = pgSettings[key];
+    if (value != null) entries.push([key, `${value}`]);
+  }
+  return entries.length === 0 ? undefined : JSON.stringify(entries);
 }
 
 function corkUntilNextTurn(client: pg.PoolClient): void {
