@@ -97,8 +97,14 @@ function closeSocket(socket: WebSocket, code: number, reason: string): void {
 const identityKeyOf = (identity: Identity | undefined) =>
   identity?.kind === "user" ? `session:${identity.session.id}` : identity?.kind === "operator" ? `apikey:${identity.apiKeyId}` : undefined;
 
+/** Ends a socket that errs before ws has taken it over (ws adds its own listener then). */
+function onEarlyError(this: Duplex): void {
+  this.destroy();
+}
+
 /** A plain HTTP answer on a socket whose upgrade is refused; the socket is closed after it. */
 function refuseUpgrade(socket: Duplex, status: number, reason: string, body: object, headers = ""): void {
+  if (socket.destroyed) return;
   const text = JSON.stringify(body);
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(text)}\r\n${headers}connection: close\r\n\r\n${text}`,
@@ -234,6 +240,9 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
   };
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    // Node hands the socket over without its own error listener: until ws takes it over (or for good, when the
+    // upgrade is refused), a reset by the peer must end the socket, not become an uncaught error.
+    socket.on("error", onEarlyError);
     const pathName = (req.url ?? "/").split("?")[0]!;
     if (req.headers.upgrade?.toLowerCase() !== "websocket") {
       // Not a WebSocket (h2c and the like): answered as the plain HTTP request it also is, without upgrading.
@@ -258,9 +267,6 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
       refuseUpgrade(socket, 503, "Service Unavailable", { statusCode: 503, error: "Service Unavailable", message: "The server is shutting down; connect again." }, "retry-after: 1\r\n");
       return;
     }
-    // Until ws takes the socket over, a reset must not become an unhandled error.
-    const onEarlyError = () => socket.destroy();
-    socket.on("error", onEarlyError);
     const header = req.headers.authorization;
     const upgrade = (identity: Identity | undefined) => {
       socket.off("error", onEarlyError);
@@ -273,7 +279,6 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
       return;
     }
     resolver.resolve(header).then(upgrade, (error: unknown) => {
-      socket.off("error", onEarlyError);
       const busy = isPoolSaturated(error);
       // As for HTTP requests: a saturated credentials pool is load (warn), a failed lookup a fault (error).
       if (busy) log.warn({ err: error, reqId: id }, "a WebSocket upgrade's identity lookup waited too long for a database connection");

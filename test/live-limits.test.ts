@@ -184,5 +184,21 @@ t.test("WebSocket limits, other paths, the Express app, and a plugin's subscript
     t.match(raw, /^HTTP\/1\.1 200 /, "an h2c upgrade is answered as plain HTTP, without upgrading");
     t.match(raw, /\r\n\r\n\[\]$/, "by the Express route");
     t.same(seenByExpress, ["/bets", "/bets"], "which the Express app sees as a plain request");
+
+    // Peers that reset the connection right after asking: refused (404) or still being checked (a credential). None may
+    // become an uncaught socket error; the server keeps answering.
+    const resetAfterAsking = (pathName: string, extra = "") =>
+      new Promise<void>((resolve) => {
+        const socket = net.connect(Number(port), "127.0.0.1", () => {
+          socket.write(
+            `GET ${pathName} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n${extra}\r\n`,
+            () => socket.resetAndDestroy(),
+          );
+        });
+        socket.once("close", () => resolve());
+        socket.on("error", () => undefined);
+      });
+    await Promise.all(Array.from({ length: 40 }, (_, i) => resetAfterAsking(i % 2 === 0 ? "/nowhere" : "/graphql", `Authorization: session:not-a-real-key-${i}\r\n`)));
+    t.equal((await fetch(`${server.url}/bets`)).status, 200, "after 40 peers reset mid-upgrade, the server still answers");
   });
 });
