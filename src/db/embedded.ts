@@ -128,11 +128,12 @@ export function runAs(): { uid: number; gid: number } | undefined {
 
 /**
  * As root, Postgres runs under another account, which must be able to reach the
- * data dir. A checkout in a private directory (mktemp -d makes 0700 ones) blocks
+ * data dir and its own binaries (in the checkout's node_modules). A private
+ * directory on either path (mktemp -d makes 0700 ones, /root is one) blocks
  * it, so we grant "others" traverse-only permission (x, not r) on the ancestors
  * that lack it, and say so in the log.
  */
-async function ensureTraversable(dir: string, log: Logger): Promise<void> {
+async function ensureTraversable(dir: string, what: string, log: Logger): Promise<void> {
   const changed: string[] = [];
   for (let current = path.dirname(dir); ; current = path.dirname(current)) {
     const stat = await fsp.stat(current);
@@ -143,7 +144,7 @@ async function ensureTraversable(dir: string, log: Logger): Promise<void> {
     if (path.dirname(current) === current) break;
   }
   if (changed.length > 0) {
-    log.warn({ directories: changed }, "running as root: granted traverse-only (o+x) permission so the postgres account can reach the data dir");
+    log.warn({ directories: changed }, `running as root: granted traverse-only (o+x) permission so the postgres account can reach ${what}`);
   }
 }
 
@@ -439,7 +440,10 @@ export async function startEmbeddedPostgres(options: {
   const creds = await readOrCreateCredentials(dataDir);
   const bins = await loadBinaries();
   const owner = runAs();
-  if (owner) await ensureTraversable(clusterDir, log);
+  if (owner) {
+    await ensureTraversable(clusterDir, "the data dir", log);
+    await ensureTraversable(bins.postgres, "the Postgres binaries", log);
+  }
 
   if (!fs.existsSync(path.join(clusterDir, "PG_VERSION"))) {
     if (fs.existsSync(clusterDir) && (await fsp.readdir(clusterDir)).length > 0) {
