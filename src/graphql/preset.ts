@@ -81,7 +81,9 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
       graphiqlOnGraphQLGET: input.graphiql,
       graphiqlPath: "/graphiql",
       maxRequestLength: input.maxRequestLength,
-      // Subscriptions over WebSocket (graphql-transport-ws); adapters/websocket.ts adds identity and limits.
+      // Subscriptions over WebSocket (graphql-transport-ws). adapters/websocket.ts serves the sockets itself, on
+      // grafserv's graphql-ws configuration; the flag still tells GraphiQL to offer subscriptions, and the keep-alive
+      // is what grafserv would use (the hub's own sweep uses the same interval).
       websockets: input.pubsub != null,
       websocketKeepalive: input.websocketKeepaliveMs ?? 12_000,
       // grafast writes the JSON text itself instead of building objects that are then stringified.
