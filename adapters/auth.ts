@@ -1,4 +1,4 @@
-import type { FastifyInstance } from "fastify";
+import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import { setIdentity } from "../src/auth/identity.js";
 import type { IdentityResolver } from "../src/auth/resolver.js";
 import type { ApiKeyUsage } from "../src/auth/api-key-usage.js";
@@ -42,26 +42,34 @@ export function addAuthHook(fastify: FastifyInstance, resolver: IdentityResolver
         if (admit === undefined || admit(request, reply, identity)) done();
       },
       (error: unknown) => {
-        // Every connection of the credentials pool stayed busy (a flood of
-        // distinct credentials): the database is up, the server is loaded.
-        if (isPoolSaturated(error)) {
-          request.log.warn({ err: error }, "identity lookup waited too long for a database connection");
-          void reply.code(503).header("retry-after", "1").send({
-            statusCode: 503,
-            code: ErrorCode.SERVER_BUSY,
-            error: "Service Unavailable",
-            message: "The credential could not be checked because the server is busy; retry shortly.",
-          });
-          return;
-        }
-        request.log.error({ err: error }, "identity lookup failed");
-        void reply.code(503).header("retry-after", "1").send({
-          statusCode: 503,
-          code: ErrorCode.DATABASE_UNAVAILABLE,
-          error: "Service Unavailable",
-          message: "The credential could not be checked because the database is unavailable; retry shortly.",
-        });
+        void reply.code(503).header("retry-after", "1").send(identityLookupFailure(error, request.log));
       },
     );
   });
+}
+
+/**
+ * A credential that could not be checked: logged, and the 503 body that both
+ * HTTP requests and WebSocket upgrades answer (with Retry-After: 1). Every
+ * connection of the credentials pool staying busy (a flood of distinct
+ * credentials) means the database is up and the server loaded: a warning.
+ * Anything else is a fault of the database: an error.
+ */
+export function identityLookupFailure(error: unknown, log: Pick<FastifyBaseLogger, "warn" | "error">, bindings: object = {}) {
+  if (isPoolSaturated(error)) {
+    log.warn({ ...bindings, err: error }, "identity lookup waited too long for a database connection");
+    return {
+      statusCode: 503,
+      code: ErrorCode.SERVER_BUSY,
+      error: "Service Unavailable",
+      message: "The credential could not be checked because the server is busy; retry shortly.",
+    };
+  }
+  log.error({ ...bindings, err: error }, "identity lookup failed");
+  return {
+    statusCode: 503,
+    code: ErrorCode.DATABASE_UNAVAILABLE,
+    error: "Service Unavailable",
+    message: "The credential could not be checked because the database is unavailable; retry shortly.",
+  };
 }

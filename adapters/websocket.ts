@@ -9,7 +9,7 @@ import type { Duplex } from "node:stream";
 import type pg from "pg";
 import type { Identity } from "../src/auth/identity.js";
 import type { IdentityResolver } from "../src/auth/resolver.js";
-import { isPoolSaturated } from "../src/db/pools.js";
+import { identityLookupFailure } from "./auth.js";
 import { ErrorCode } from "../src/errors.js";
 import type { Logger } from "../src/logger.js";
 import type { WebSocketLimits } from "../src/live/limits.js";
@@ -279,22 +279,7 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
       return;
     }
     resolver.resolve(header).then(upgrade, (error: unknown) => {
-      const busy = isPoolSaturated(error);
-      // As for HTTP requests: a saturated credentials pool is load (warn), a failed lookup a fault (error).
-      if (busy) log.warn({ err: error, reqId: id }, "a WebSocket upgrade's identity lookup waited too long for a database connection");
-      else log.error({ err: error, reqId: id }, "a WebSocket upgrade's identity lookup failed");
-      refuseUpgrade(
-        socket,
-        503,
-        "Service Unavailable",
-        {
-          statusCode: 503,
-          code: busy ? ErrorCode.SERVER_BUSY : ErrorCode.DATABASE_UNAVAILABLE,
-          error: "Service Unavailable",
-          message: `The credential could not be checked because ${busy ? "the server is busy" : "the database is unavailable"}; retry shortly.`,
-        },
-        "retry-after: 1\r\n",
-      );
+      refuseUpgrade(socket, 503, "Service Unavailable", identityLookupFailure(error, log, { reqId: id, websocket: true }), "retry-after: 1\r\n");
     });
   };
   app.server.on("upgrade", onUpgrade);
