@@ -79,33 +79,27 @@ export const PG_SETTING = {
  * pipelined adaptor keeps its serialised form per settings object.
  */
 export function pgSettingsFor(identity: Identity | undefined, statementTimeoutMs = 0): Readonly<Record<string, string>> {
-  if (identity === undefined) return statementTimeoutMs > 0 ? anonymousWithTimeout(statementTimeoutMs) : ANONYMOUS;
-  const cached = settingsByIdentity.get(identity);
+  const key = identity ?? NO_IDENTITY;
+  const cached = settingsByIdentity.get(key);
   if (cached !== undefined && cached.timeoutMs === statementTimeoutMs) return cached.settings;
   const settings = Object.freeze(buildPgSettings(identity, statementTimeoutMs));
-  settingsByIdentity.set(identity, { timeoutMs: statementTimeoutMs, settings });
+  settingsByIdentity.set(key, { timeoutMs: statementTimeoutMs, settings });
   return settings;
 }
 
-const settingsByIdentity = new WeakMap<Identity, { timeoutMs: number; settings: Readonly<Record<string, string>> }>();
-const ANONYMOUS: Readonly<Record<string, string>> = Object.freeze({ [PG_SETTING.role]: GRAPHQL_ROLE });
-let anonymousTimeout: { timeoutMs: number; settings: Readonly<Record<string, string>> } | undefined;
-function anonymousWithTimeout(timeoutMs: number): Readonly<Record<string, string>> {
-  if (anonymousTimeout?.timeoutMs !== timeoutMs) {
-    anonymousTimeout = { timeoutMs, settings: Object.freeze({ [PG_SETTING.role]: GRAPHQL_ROLE, [PG_SETTING.statementTimeout]: String(timeoutMs) }) };
-  }
-  return anonymousTimeout.settings;
-}
+/** The key anonymous requests share in the cache below. */
+const NO_IDENTITY = {};
+const settingsByIdentity = new WeakMap<object, { timeoutMs: number; settings: Readonly<Record<string, string>> }>();
 
-function buildPgSettings(identity: Identity, statementTimeoutMs: number): Record<string, string> {
+function buildPgSettings(identity: Identity | undefined, statementTimeoutMs: number): Record<string, string> {
   const settings: Record<string, string> = { [PG_SETTING.role]: GRAPHQL_ROLE };
   if (statementTimeoutMs > 0) settings[PG_SETTING.statementTimeout] = String(statementTimeoutMs);
-  if (identity.kind === "user") {
+  if (identity?.kind === "user") {
     settings[PG_SETTING.sessionId] = identity.session.id;
     settings[PG_SETTING.userId] = identity.session.user_id;
     settings[PG_SETTING.casinoId] = identity.session.casino_id;
     settings[PG_SETTING.experienceId] = identity.session.experience_id;
-  } else {
+  } else if (identity?.kind === "operator") {
     // The key's id, not the key: settings are visible in pg_stat_activity and logs.
     settings[PG_SETTING.operatorApiKey] = identity.apiKeyId;
   }
