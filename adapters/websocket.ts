@@ -161,6 +161,9 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
           return false;
         }
       }
+      // The peer may have left while its credential was being checked: its close has been handled already and
+      // would never give back a slot counted now.
+      if (connections.get(socket) !== connection) return false;
       const key = identityKeyOf(identity);
       if (key !== undefined) {
         const held = perIdentity.get(key) ?? 0;
@@ -296,12 +299,18 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
   // Keep-alive: every keepAliveMs, a socket that did not answer the previous ping is cut, the others pinged.
   // forEach, not for…of: no entry array per socket, so an idle server allocates next to nothing and V8's
   // memory reducer can return the young generation's space.
+  // A sweep that comes late means this process was too busy to run it: answers to the previous ping may be waiting,
+  // unread, behind the timer. Nobody is cut on such a round; everyone is pinged again.
+  let lastSweep = Date.now();
   const keepAlive =
     limits.keepAliveMs > 0
       ? setInterval(() => {
+          const now = Date.now();
+          const late = now - lastSweep > limits.keepAliveMs * 1.5;
+          lastSweep = now;
           connections.forEach((connection, socket) => {
             if (socket.readyState !== socket.OPEN) return;
-            if (!connection.alive) {
+            if (!connection.alive && !late) {
               socket.terminate();
               return;
             }

@@ -7,7 +7,7 @@ import { defaultPlugins } from "@hubpkg/hub";
 import { extendSchema, gql as graphql } from "@hubpkg/hub/graphile";
 import { access, context, lambda, listen } from "@hubpkg/hub/grafast";
 import { startTestServer, createPlayer, createExperience } from "@hubpkg/hub/test";
-import { feed, sleep, until, wsClient } from "./helpers/ws.js";
+import { connected, feed, sleep, until, wsClient } from "./helpers/ws.js";
 import { tmpDir, writeFiles } from "./helpers/tmp.js";
 
 // A plugin's own subscription, written as a user writes it: a NOTIFY from the plugin's table feeds it.
@@ -129,22 +129,52 @@ t.test("WebSocket limits, other paths, the Express app, and a plugin's subscript
     t.equal((await closed).code, 1009);
   });
 
+  // The tests below that count connections per credential each take a session of their own: a socket another test
+  // closed may still be counted for a moment, until the server has seen it go.
+  const ownSession = async () => ({ authorization: `session:${(await server.authenticate(user.id, exp.id)).token}` });
+
   t.test("keep-alive: a peer that answers no ping is cut; one that does stays", async (t) => {
+    const own = await ownSession();
     const dead = await rawSocket(server.url, { autoPong: false });
     const alive = await rawSocket(server.url);
-    for (const ws of [dead, alive]) ws.send(JSON.stringify({ type: "connection_init", payload: auth }));
+    let aliveClosed: number | undefined;
+    alive.once("close", (code) => (aliveClosed = code));
+    for (const ws of [dead, alive]) ws.send(JSON.stringify({ type: "connection_init", payload: own }));
     const opened = Date.now();
     const { code, at } = await closeOf(dead);
     t.equal(code, 1006, `the silent peer was terminated after ${at - opened} ms (a ping every 300 ms; a peer silent since the previous one is cut: 300–600 ms)`);
     t.ok(at - opened < 3000);
     await sleep(700);
-    t.equal(alive.readyState, WebSocket.OPEN, "the answering peer is still connected");
+    t.equal(alive.readyState, WebSocket.OPEN, `the answering peer is still connected (closed with: ${aliveClosed ?? "none"})`);
     alive.close();
+  });
+
+  t.test("keep-alive: a peer whose answer waits behind a busy server is not cut", async (t) => {
+    const own = await ownSession();
+    const ws = await rawSocket(server.url);
+    let closedWith: number | undefined;
+    ws.once("close", (code) => (closedWith = code));
+    ws.send(JSON.stringify({ type: "connection_init", payload: own }));
+    // Client and server share this process: blocking it right after the client answered a ping leaves that answer
+    // unread by the server until after its next keep-alive round, which comes late.
+    const blocked = new Promise<void>((resolve) =>
+      ws.once("ping", () => {
+        const end = Date.now() + 800;
+        while (Date.now() < end);
+        resolve();
+      }),
+    );
+    await blocked;
+    await sleep(900);
+    t.equal(closedWith, undefined, "still connected after the server's late round and the ones after it");
+    t.equal(ws.readyState, WebSocket.OPEN);
+    ws.close();
   });
 
   t.test("connections per identity: one more than the limit closes with 4429", async (t) => {
     const closes: { code: number; reason: string }[] = [];
-    const clients = [0, 1, 2].map(() => wsClient(server.url, auth, { closes }));
+    const own = await ownSession();
+    const clients = [0, 1, 2].map(() => wsClient(server.url, own, { closes }));
     t.teardown(() => Promise.all(clients.map((c) => c.dispose())));
     const feeds = [];
     for (const c of clients) {
@@ -154,6 +184,35 @@ t.test("WebSocket limits, other paths, the Express app, and a plugin's subscript
     await until(() => closes.length > 0, 3000, () => "nothing closed");
     t.match(closes, [{ code: 4429, reason: /Too many connections: this credential already holds 2 \(at most 2\)/ }]);
     t.same(feeds.slice(0, 2).map((f) => f.errors), [[], []], "the first two connections are untouched");
+  });
+
+  t.test("a peer that leaves while its credential is being checked gives its slot back", async (t) => {
+    const own = await ownSession();
+    // Hold the credential check: a lock on the sessions table keeps the lookup waiting until the peer has gone.
+    const locker = await server.dbPool.connect();
+    t.teardown(() => locker.release());
+    await locker.query("begin");
+    await locker.query("lock table hub.session in access exclusive mode");
+    const ws = await rawSocket(server.url);
+    ws.send(JSON.stringify({ type: "connection_init", payload: own }));
+    const waiting = async () =>
+      (await server.dbPool.query("select count(*)::int as n from pg_locks where not granted and relation = 'hub.session'::regclass")).rows[0].n > 0;
+    for (let i = 0; i < 300 && !(await waiting()); i++) await sleep(10);
+    t.ok(await waiting(), "the credential check is waiting on the lock");
+    ws.terminate();
+    await closeOf(ws);
+    await sleep(200);
+    await locker.query("commit");
+    await sleep(200);
+
+    const closes: { code: number; reason: string }[] = [];
+    const clients = [0, 1].map(() => wsClient(server.url, own, { closes }));
+    t.teardown(() => Promise.all(clients.map((c) => c.dispose())));
+    const feeds = clients.map((c) => feed(c, BALANCE));
+    await Promise.all(clients.map((c) => connected(c)));
+    await sleep(300);
+    t.same(closes, [], "both connections the limit allows are accepted");
+    t.same(feeds.map((f) => f.errors), [[], []]);
   });
 
   t.test("upgrades on other paths are refused with 404 before any route runs; Express never sees an upgrade", async (t) => {
