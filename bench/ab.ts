@@ -66,7 +66,7 @@ try {
   if (opts.pin) execFileSync("taskset", ["-a", "-cp", `0-${Math.max(0, os.cpus().length - 2)}`, String(process.pid)], { stdio: "ignore" });
   const ok = (id: string) => (id === "typename" ? (b: string) => b === '{"data":{"__typename":"Query"}}' : (b: string) => b.includes('"ok"'));
   for (const id of scenarioIds) {
-    const runs = targets.map(() => ({ rps: [] as number[], cpu: [] as number[] }));
+    const runs = targets.map(() => ({ rps: [] as number[], cpu: [] as number[], sys: [] as number[], gc: [] as number[], minor: [] as number[], scav: [] as number[], other: [] as number[] }));
     for (let round = -1; round < Number(opts.rounds); round++) {
       for (const [i, { name, target }] of targets.entries()) {
         const r = await runLoad(target, requests[id]!, { connections: Number(opts.connections), durationS: round < 0 ? 2 : Number(opts.duration), verify: ok(id) });
@@ -75,17 +75,22 @@ try {
         if (round >= 0) {
           runs[i]!.rps.push(r.rps);
           runs[i]!.cpu.push(r.cpuUsPerReq);
+          runs[i]!.sys.push(r.sysUsPerReq);
+          runs[i]!.gc.push(r.gcUsPerReq);
+          runs[i]!.minor.push(r.gcMinorUsPerReq);
+          runs[i]!.scav.push(r.scavengesPer1k);
+          runs[i]!.other.push(r.otherGcPer1k);
         }
       }
     }
     const baselineIndex = targets.findIndex((t) => t.name === "baseline");
     for (const [i, { name }] of targets.entries()) {
-      const { rps, cpu } = runs[i]!;
+      const { rps, cpu, sys, gc, minor, scav, other } = runs[i]!;
       // Per round, this target's req/s over the baseline's of the same round: the spread of the ratio.
       const ratios = baselineIndex < 0 ? [] : rps.map((r, round) => r / runs[baselineIndex]!.rps[round]!);
       const ratio = ratios.length ? `  ${median(ratios).toFixed(2)}× baseline (rounds ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})` : "";
       process.stdout.write(
-        `${id} ${name.padEnd(24)} ${Math.round(median(rps)).toString().padStart(6)} req/s (rounds ${Math.round(Math.min(...rps))}–${Math.round(Math.max(...rps))})${ratio}  ${Math.round(median(cpu)).toString().padStart(4)} µs/req, min ${Math.round(Math.min(...cpu))}  (rounds: ${cpu.map(Math.round).join(" ")} µs)\n`,
+        `${id} ${name.padEnd(24)} ${Math.round(median(rps)).toString().padStart(6)} req/s (rounds ${Math.round(Math.min(...rps))}–${Math.round(Math.max(...rps))})${ratio}  ${Math.round(median(cpu)).toString().padStart(4)} µs/req, min ${Math.round(Math.min(...cpu))}  (rounds: ${cpu.map(Math.round).join(" ")} µs); of which kernel ${Math.round(median(sys))}, GC pauses ${median(gc).toFixed(1)} µs (scavenges ${median(minor).toFixed(1)} µs, ${median(scav).toFixed(2)} and ${median(other).toFixed(2)} other pauses per 1,000 requests)\n`,
       );
     }
     if (opts.profile) {

@@ -22,6 +22,7 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import WebSocket from "ws";
 import { createSession, ensurePlayer } from "../dist/src/auth/credentials.js";
+import { NODE_FLAGS } from "./lib/util.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = process.argv.slice(2);
@@ -56,8 +57,8 @@ interface Hub {
 function startHub(dataDir: string): Promise<Hub> {
   // --heap-snapshots DIR: the hub writes a heap snapshot there at each step (SIGUSR1), after the full GC.
   const snapshots = arg("heap-snapshots", "") ? [`--heapsnapshot-signal=SIGUSR1`, `--diagnostic-dir=${arg("heap-snapshots", "")}`] : [];
-  // --hub-node-options "...": V8/Node flags for the hub processes (e.g. --max-semi-space-size=1), to see what they change.
-  const flags = arg("hub-node-options", "").split(" ").filter(Boolean);
+  // --hub-node-options "...": V8/Node flags for the hub processes instead of BENCH_NODE_FLAGS's (bench/lib/util.ts), to see what they change.
+  const flags = args.includes("--hub-node-options") ? arg("hub-node-options", "").split(" ").filter(Boolean) : NODE_FLAGS;
   const child = spawn(process.execPath, ["--expose-gc", ...flags, ...snapshots, "--import", path.join(ROOT, "bench/lib/gc-on-signal.mjs"), path.join(ROOT, "dist/server.js")], {
     cwd: ROOT,
     env: { ...process.env, NODE_ENV: "production", HUB_EXAMPLES: "off", HUB_DATA_DIR: dataDir, PORT: "0", LOG_LEVEL: "info", LOG_PRETTY: "false" },

@@ -13,10 +13,26 @@
  *    statement written while earlier ones still await their answers shares
  *    their round trip. Without pipeline mode node-postgres writes a statement
  *    only once the previous one has been answered, so each is a round trip.
+ * 3. Sum the garbage-collection pauses (scavenges apart), for the bench's
+ *    "GC µs per request": how much of a request's CPU the collector takes.
  */
 import pg from "pg";
+import { constants, PerformanceObserver, type PerformanceEntry } from "node:perf_hooks";
 
 process.setSourceMapsEnabled(false);
+
+/** Time the process spent in garbage-collection pauses so far, µs (V8's own timing, reported by Node). */
+export const gcCounters = { pauseUs: 0, minorUs: 0, minorCount: 0, otherCount: 0 };
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) {
+    const us = entry.duration * 1000;
+    gcCounters.pauseUs += us;
+    if ((entry as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MINOR) {
+      gcCounters.minorUs += us;
+      gcCounters.minorCount++;
+    } else gcCounters.otherCount++;
+  }
+}).observe({ entryTypes: ["gc"] });
 
 export const pgCounters = { statements: 0, roundTrips: 0 };
 

@@ -9,7 +9,7 @@ import path from "node:path";
 import { Session } from "node:inspector/promises";
 import type { ChildMessage, ParentMessage } from "./protocol.js";
 import { requestLog } from "./demo.js";
-import { pgCounters } from "./child-prelude.js";
+import { gcCounters, pgCounters } from "./child-prelude.js";
 
 function send(message: ChildMessage): void {
   if (process.connected) process.send!(message);
@@ -45,6 +45,10 @@ export function serveBench(ready: { url: string; superuserDatabaseUrl: string },
             loggedRequests: requestLog.count,
             pgStatements: pgCounters.statements,
             pgRoundTrips: pgCounters.roundTrips,
+            gcPauseUs: gcCounters.pauseUs,
+            gcMinorUs: gcCounters.minorUs,
+            gcMinorCount: gcCounters.minorCount,
+            gcOtherCount: gcCounters.otherCount,
           },
         });
         break;

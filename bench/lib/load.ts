@@ -29,6 +29,14 @@ export interface RunResult {
   mismatches: number;
   /** Target process CPU (user + system) per response, µs. */
   cpuUsPerReq: number;
+  /** The same, in the kernel only (system time: sockets, syscalls), µs. */
+  sysUsPerReq: number;
+  /** The target's garbage-collection pauses per response, µs (part of its user time). */
+  gcUsPerReq: number;
+  /** Of which scavenges, µs per response; scavenges and other pauses per 1,000 responses. */
+  gcMinorUsPerReq: number;
+  scavengesPer1k: number;
+  otherGcPer1k: number;
   /** Postgres CPU (all its processes) per response, µs; NaN when unknown. */
   pgCpuUsPerReq: number;
   rssBytes: number;
@@ -91,6 +99,11 @@ export async function runLoad(target: Target, req: HttpRequest, opts: LoadOption
     non2xx: result.non2xx,
     mismatches: result.mismatches,
     cpuUsPerReq: responses > 0 ? cpuUs / responses : Number.NaN,
+    sysUsPerReq: responses > 0 ? (after.cpuSystemUs - before.cpuSystemUs) / responses : Number.NaN,
+    gcUsPerReq: responses > 0 ? (after.gcPauseUs - before.gcPauseUs) / responses : Number.NaN,
+    gcMinorUsPerReq: responses > 0 ? (after.gcMinorUs - before.gcMinorUs) / responses : Number.NaN,
+    scavengesPer1k: responses > 0 ? (1000 * (after.gcMinorCount - before.gcMinorCount)) / responses : Number.NaN,
+    otherGcPer1k: responses > 0 ? (1000 * (after.gcOtherCount - before.gcOtherCount)) / responses : Number.NaN,
     pgCpuUsPerReq: responses > 0 ? (pgAfter - pgBefore) / responses : Number.NaN,
     rssBytes: after.rssBytes,
     pgStatementsPerReq: responses > 0 ? (after.pgStatements - before.pgStatements) / responses : Number.NaN,

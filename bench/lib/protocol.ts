@@ -22,6 +22,12 @@ export interface ChildStats {
   /** Postgres statements and round trips of the whole process so far (bench/lib/child-prelude.ts). */
   pgStatements: number;
   pgRoundTrips: number;
+  /** Garbage-collection pauses of the whole process so far, µs. */
+  gcPauseUs: number;
+  /** Of which scavenges (the young generation), µs, and how many there were; and how many pauses of any other kind. */
+  gcMinorUs: number;
+  gcMinorCount: number;
+  gcOtherCount: number;
 }
 
 export type ChildMessage =

@@ -12,7 +12,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
-import { ROOT, childEnv, freePort, isAlive, sleep } from "./util.js";
+import { NODE_FLAGS, ROOT, childEnv, freePort, isAlive, sleep } from "./util.js";
 
 export interface StartMeasurement {
   /** ms from spawn to the first correct /graphql answer. */
@@ -58,7 +58,7 @@ export async function measureStart(dataDir: string, idleMs: number, settleMs = 0
   let output = "";
   const started = performance.now();
   const startedAt = Date.now(); // the clock of the server's log timestamps
-  const child = spawn(process.execPath, [path.join(ROOT, "dist/server.js")], {
+  const child = spawn(process.execPath, [...NODE_FLAGS, path.join(ROOT, "dist/server.js")], {
     cwd: ROOT,
     env: childEnv({ HUB_DATA_DIR: dataDir, PORT: String(port), HOST: "127.0.0.1", LOG_LEVEL: "info" }),
     stdio: ["ignore", "pipe", "pipe"],

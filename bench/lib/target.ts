@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import type { ChildMessage, ChildStats, ParentMessage } from "./protocol.js";
-import { ROOT, childEnv } from "./util.js";
+import { NODE_FLAGS, ROOT, childEnv } from "./util.js";
 
 export type TargetName = "hub" | "baseline" | "bare";
 
@@ -41,7 +41,7 @@ export class Target {
   }
 
   static start(name: TargetName, script: string, env: Record<string, string>, timeoutMs = 120_000, verbose = false): Promise<Target> {
-    const child = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, script)], {
+    const child = spawn(process.execPath, [...NODE_FLAGS, "--import", "tsx", path.join(ROOT, script)], {
       cwd: ROOT,
       // tsx without the tsconfig `paths` that point @hubpkg/hub at src/: the targets load dist/ (bench/tsconfig.child.json).
       env: childEnv({ TSX_TSCONFIG_PATH: path.join(ROOT, "bench/tsconfig.child.json"), ...env }),

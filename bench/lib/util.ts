@@ -5,6 +5,15 @@ import { fileURLToPath } from "node:url";
 /** The package root (bench/lib/ → ../..). */
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
+/**
+ * Node flags for every server process the bench starts, the baseline
+ * included (BENCH_NODE_FLAGS, space-separated; none by default, as `npm start`
+ * runs the hub): to see what a V8 setting changes, e.g.
+ * `BENCH_NODE_FLAGS=--allocation-site-pretenuring` for the collector as it
+ * behaved before the prelude turned pretenuring off.
+ */
+export const NODE_FLAGS: string[] = (process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean);
+
 /** Settings every server process of the bench runs with (issue 6: production planner, quiet logs). */
 export const SERVER_ENV = { NODE_ENV: "production", GRAPHILE_ENV: "production", LOG_LEVEL: "warn" } as const;
 
