@@ -1,0 +1,36 @@
+import "./helpers/env.js";
+import t from "tap";
+import path from "node:path";
+import { execFileSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+const PRELUDE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../dist/src/prelude.js");
+
+// Objects from one allocation site first survive (kept), then the same site makes garbage. Where V8 pretenures the
+// site, that garbage is allocated in the old generation; where it does not, the old generation barely moves.
+const PROBE = `
+import v8 from "node:v8";
+const old = () => v8.getHeapSpaceStatistics().find((s) => s.space_name === "old_space").space_used_size;
+function make(i) { return { a: i, b: [i] }; }
+const keep = [];
+for (let i = 0; i < 1e6; i++) keep.push(make(i));
+const before = old();
+let sink;
+for (let i = 0; i < 3e6; i++) sink = make(i);
+console.log(JSON.stringify({ grewMiB: (old() - before) / 1048576, kept: keep.length, sink: typeof sink }));
+`;
+
+function probe(opts: { prelude: boolean; flags?: string[] }): number {
+  const script = `${opts.prelude ? `import ${JSON.stringify(PRELUDE)};\n` : ""}${PROBE}`;
+  const out = execFileSync(process.execPath, [...(opts.flags ?? []), "--input-type=module", "-e", script], { encoding: "utf8" });
+  return (JSON.parse(out.trim().split("\n").pop()!) as { grewMiB: number }).grewMiB;
+}
+
+t.test("the prelude turns V8's allocation-site pretenuring off, unless the command line chose", async (t) => {
+  const plain = probe({ prelude: false });
+  t.ok(plain > 100, `without the prelude, V8 pretenures the site: the old generation grew by ${plain.toFixed(0)} MiB of garbage`);
+  const withPrelude = probe({ prelude: true });
+  t.ok(withPrelude < 50, `with the prelude it does not: ${withPrelude.toFixed(0)} MiB`);
+  const chosen = probe({ prelude: true, flags: ["--allocation-site-pretenuring"] });
+  t.ok(chosen > 100, `a process started with --allocation-site-pretenuring keeps it: ${chosen.toFixed(0)} MiB`);
+});
