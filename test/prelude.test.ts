@@ -34,3 +34,22 @@ t.test("the prelude turns V8's allocation-site pretenuring off, unless the comma
   const chosen = probe({ prelude: true, flags: ["--allocation-site-pretenuring"] });
   t.ok(chosen > 100, `a process started with --allocation-site-pretenuring keeps it: ${chosen.toFixed(0)} MiB`);
 });
+
+t.test("the prelude keeps node-postgres from loading Node's fetch implementation, and leaves no navigator behind", async (t) => {
+  const check = (prelude: boolean) =>
+    JSON.parse(
+      execFileSync(
+        process.execPath,
+        [
+          "--input-type=module",
+          "-e",
+          `${prelude ? `import ${JSON.stringify(PRELUDE)};\n` : ""}import pg from "pg";
+const pool = new pg.Pool();
+console.log(JSON.stringify({ undici: process.moduleLoadList.some((m) => m.includes("undici")), navigator: typeof globalThis.navigator, pool: typeof pool.connect }));`,
+        ],
+        { encoding: "utf8", cwd: path.dirname(PRELUDE) },
+      ).trim(),
+    ) as { undici: boolean; navigator: string; pool: string };
+  t.same(check(false), { undici: true, navigator: "undefined", pool: "function" }, "without it, loading pg loads undici (its Cloudflare probe)");
+  t.same(check(true), { undici: false, navigator: "undefined", pool: "function" }, "with it, pg loads without undici, and no navigator global is left");
+});
