@@ -83,6 +83,8 @@ if (!("navigator" in globalThis)) {
   Object.defineProperty(globalThis, "navigator", { configurable: true, value: { userAgent: `Node.js/${process.versions.node}` } });
   try {
     createRequire(import.meta.url)("pg/lib/stream.js");
+  } catch {
+    // Only a saving: should a later node-postgres move that file, it loads as it always did.
   } finally {
     delete (globalThis as { navigator?: unknown }).navigator;
   }
