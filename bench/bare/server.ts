@@ -10,6 +10,9 @@
  * adds the hub's own pieces one by one, each as the hub sets it up, so the
  * cost of each is the difference between two such targets:
  *   logger    the hub's pino logger (level from LOG_LEVEL) with the lazy per-request child
+ *   quietlogger  the same lazy per-request child over the hub's logger, but Fastify itself given no logger:
+ *             it then sets up no response listeners and writes no request lines (what a server logging at
+ *             `warn` could do; the hub does not, because its response counters hang on those listeners)
  *   ids       a request id per request (x-request-id or a random UUID)
  *   http      the hub's Node/Fastify server options (header size, request timeout sweep, 503 on close, idle close, trailing slash)
  *   stats     the response counters (adapters/fastify.ts's onResponse / onRoute counting)
@@ -30,7 +33,8 @@ import { attachToBenchDatabase } from "../lib/attach.js";
 import { serveBench } from "../lib/child.js";
 import { benchConfigureApp } from "../lib/demo.js";
 import { createFastify } from "../../dist/adapters/fastify.js";
-import { lazyChildLoggerFactory, RequestLogController } from "../../dist/adapters/request-logger.js";
+import { LazyRequestLogger, lazyChildLoggerFactory, RequestLogController } from "../../dist/adapters/request-logger.js";
+import type { Bindings, ChildLoggerOptions } from "pino";
 import { addAuthHook } from "../../dist/adapters/auth.js";
 import { addOverloadHook } from "../../dist/adapters/overload.js";
 import { createExpressApp, mountExpressApp } from "../../dist/adapters/express.js";
@@ -38,7 +42,7 @@ import { createIdentityResolver } from "../../dist/src/auth/resolver.js";
 import { createIdentityPoolLimiter, DEFAULT_IDENTITY_LIMITS } from "../../dist/src/db/identity-limit.js";
 import { createServerStats } from "../../dist/src/stats.js";
 
-const KNOWN = ["logger", "ids", "http", "stats", "auth", "overload", "classes", "express", "front"];
+const KNOWN = ["logger", "quietlogger", "ids", "http", "stats", "auth", "overload", "classes", "express", "front"];
 const features = new Set((process.env.BENCH_BARE_WITH ?? "").split(",").filter(Boolean));
 for (const f of features) if (!KNOWN.includes(f)) throw new Error(`BENCH_BARE_WITH: unknown ${JSON.stringify(f)}; known: ${KNOWN.join(", ")}`);
 const FRONT = ["logger", "ids", "http", "stats"];
@@ -54,7 +58,11 @@ if (features.has("front")) {
 } else {
   f = Fastify({
     bodyLimit: MAX_BODY,
-    ...(has("logger") ? { loggerInstance: log, childLoggerFactory: lazyChildLoggerFactory } : { logger: false }),
+    ...(has("logger")
+      ? { loggerInstance: log, childLoggerFactory: lazyChildLoggerFactory }
+      : has("quietlogger")
+        ? { childLoggerFactory: (_l: unknown, b: Bindings, o: ChildLoggerOptions) => new LazyRequestLogger(log, b, o) }
+        : { logger: false }),
     // Counted as the hub counts: when Fastify reports each response completed (adapters/fastify.ts).
     ...(has("stats")
       ? { logController: new RequestLogController((request, reply) => stats.countResponse(request.routeOptions.url === "/graphql" ? "graphql" : "other", reply.raw.statusCode)) }
