@@ -190,7 +190,8 @@ t.test("WebSocket limits, other paths, the Express app, and a plugin's subscript
     const own = await ownSession();
     // Hold the credential check: a lock on the sessions table keeps the lookup waiting until the peer has gone.
     const locker = await server.dbPool.connect();
-    t.teardown(() => locker.release());
+    // Should the test stop half-way, the lock must not go back to the pool with its connection.
+    t.teardown(() => locker.query("rollback").finally(() => locker.release()));
     await locker.query("begin");
     await locker.query("lock table hub.session in access exclusive mode");
     const ws = await rawSocket(server.url);
