@@ -5,6 +5,7 @@ import type pg from "pg";
 import type { ConfigureApp, ConfigureAppArgument } from "../src/options.js";
 import { attachServerStats, type ServerStatsRecorder } from "../src/stats.js";
 import { identityOf, type Identity } from "../src/auth/identity.js";
+import { EXPRESS_RESPONSE } from "./fastify.js";
 
 /** The user's Express app, configured, and what Node's server needs to build its requests. */
 export interface ExpressApp {
@@ -93,6 +94,7 @@ export async function mountExpressApp(
     scope.addContentTypeParser("*", (_request, _payload, done) => done(null));
     const handler = (request: FastifyRequest, reply: FastifyReply) => {
       reply.hijack();
+      (reply.raw as { [EXPRESS_RESPONSE]?: boolean })[EXPRESS_RESPONSE] = true;
       const started = process.hrtime.bigint();
       reply.raw.once("finish", () => {
         request.log.info(
@@ -104,9 +106,8 @@ export async function mountExpressApp(
       if (poolFor) (request.raw as { superuserPool?: pg.Pool }).superuserPool = poolFor(identityOf(request.raw));
       app(request.raw as never, reply.raw as never, (error?: unknown) => finish(request, reply, error));
     };
-    // Counted when Fastify reports the response completed (adapters/fastify.ts), which it also does for hijacked replies.
-    scope.all("/", { config: { countAs: "express" } }, handler);
-    scope.all("/*", { config: { countAs: "express" } }, handler);
+    scope.all("/", handler);
+    scope.all("/*", handler);
   });
 }
 

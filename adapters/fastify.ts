@@ -1,17 +1,13 @@
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import { randomUUID } from "node:crypto";
 import diagnosticsChannel from "node:diagnostics_channel";
-import type { ServerOptions } from "node:http";
+import type { IncomingMessage, ServerOptions, ServerResponse } from "node:http";
 import type { Logger } from "../src/logger.js";
 import type { ResponseKind, ServerStatsRecorder } from "../src/stats.js";
-import { lazyChildLoggerFactory, RequestLogController } from "./request-logger.js";
+import { fastifySerializers, LazyRequestLogger, lazyChildLoggerFactory, RequestLogController } from "./request-logger.js";
 
-declare module "fastify" {
-  interface FastifyContextConfig {
-    /** How the route's responses count in serverStats (default: "graphql" for /graphql, else "other"). */
-    countAs?: ResponseKind;
-  }
-}
+/** Where grafserv serves GraphQL (its default), over HTTP and WebSocket. */
+export const GRAPHQL_PATH = "/graphql";
 
 export interface FastifyOptions {
   logger: Logger;
@@ -47,16 +43,21 @@ function requestTimeoutChecks(requestTimeoutMs: number): { connectionsCheckingIn
  * The Fastify front: pino logging with the Authorization header
  * redacted, a request id on every request (taken from x-request-id when a proxy
  * set one), and JSON 404s for any path nothing handled.
+ *
+ * Fastify given a logger times every request and follows its response with
+ * two listeners, only to write the "request completed" line. When the hub
+ * logs above `info` that line is never written, and those listeners were the
+ * larger half of what logging cost a `{__typename}` request (bench/README.md).
+ * So above `info` Fastify gets no logger: its request loggers and its own
+ * log (`app.log`, where it reports a failing hook) are still ours, with the
+ * serializers Fastify would have added, made by the factory below.
  */
 export function createFastify(options: FastifyOptions): FastifyInstance {
-  const { stats } = options;
-  // Every response once, hijacked ones (the Express app's) included: their routes say what they count as.
-  const countResponse = (request: FastifyRequest, reply: FastifyReply) => {
-    const route = request.routeOptions; // a getter that builds an object: read it once
-    stats.countResponse(route.config.countAs ?? (route.url === "/graphql" ? "graphql" : "other"), reply.raw.statusCode);
-  };
+  const requestLines = options.logger.isLevelEnabled("info");
+  // What Fastify would build from a loggerInstance: a child with its req/res/err serializers.
+  const fastifyLog = options.logger.child({}, { serializers: fastifySerializers });
   const app = Fastify({
-    loggerInstance: options.logger,
+    ...(requestLines ? { loggerInstance: options.logger } : {}),
     bodyLimit: options.bodyLimit,
     requestTimeout: options.requestTimeoutMs,
     // Node's default (16 KiB) would refuse a 64 KiB Authorization header outright;
@@ -64,12 +65,14 @@ export function createFastify(options: FastifyOptions): FastifyInstance {
     http: { maxHeaderSize: 96 * 1024, ...requestTimeoutChecks(options.requestTimeoutMs), ...options.messageClasses },
     requestIdHeader: "x-request-id",
     genReqId: () => randomUUID(),
-    childLoggerFactory: lazyChildLoggerFactory,
-    logController: new RequestLogController(countResponse),
+    // Without a loggerInstance Fastify hands the factory its silent logger: the parent is ours either way.
+    childLoggerFactory: requestLines ? lazyChildLoggerFactory : (_silent, bindings, opts) => new LazyRequestLogger(fastifyLog, bindings, opts),
+    logController: new RequestLogController(),
     return503OnClosing: true,
     forceCloseConnections: "idle",
     routerOptions: { ignoreTrailingSlash: true },
   });
+  if (!requestLines) (app as { log: FastifyBaseLogger }).log = fastifyLog;
   app.setNotFoundHandler((request, reply) => {
     void reply.code(404).send({
       statusCode: 404,
@@ -77,29 +80,52 @@ export function createFastify(options: FastifyOptions): FastifyInstance {
       message: `No route for ${request.method} ${request.url.split("?")[0]}`,
     });
   });
-  closeConnectionsOnceIdle(app as unknown as FastifyInstance);
+  followResponses(app as unknown as FastifyInstance, options.stats);
   return app as unknown as FastifyInstance;
 }
 
+/** Marks a response as one of the Express app's, for serverStats (set by adapters/express.ts). */
+export const EXPRESS_RESPONSE = Symbol("hub.expressResponse");
+
+/** Counts a finished response in serverStats: the Express app's, GraphQL's (by its path), or another route's. */
+export function countFinished(stats: ServerStatsRecorder, req: IncomingMessage, res: ServerResponse): void {
+  let kind: ResponseKind = "other";
+  if ((res as { [EXPRESS_RESPONSE]?: boolean })[EXPRESS_RESPONSE]) kind = "express";
+  else {
+    const url = req.url ?? "/";
+    const end = url.indexOf("?");
+    const path = end === -1 ? url : url.slice(0, end);
+    if (path === GRAPHQL_PATH || path === `${GRAPHQL_PATH}/`) kind = "graphql";
+  }
+  stats.countResponse(kind, res.statusCode);
+}
+
 /**
- * On close, Fastify ("idle") and Node close the keep-alive connections idle at
- * that moment; a connection whose request is still in flight stays open after
- * its response has gone out, until the client or the shutdown timeout closes
- * it, so a keep-alive client held every shutdown for the whole timeout. While
- * closing we follow every finished response (Node's diagnostics channel; no
- * cost before shutdown, when nobody subscribes) and close the connections that
- * have become idle.
+ * Every response of this server, once it has gone out, from Node's
+ * diagnostics channel: Fastify's routes, its 404s and refusals (413, 503 while
+ * closing), and the Express app's hijacked responses alike, whatever the log
+ * level, at the cost of one publish per response.
+ *
+ * While closing, the same follower closes the connections that have become
+ * idle: Fastify ("idle") and Node close the keep-alive connections idle at
+ * that moment, but a connection whose request is still in flight stays open
+ * after its response has gone out, until the client or the shutdown timeout
+ * closes it, so a keep-alive client held every shutdown for the whole timeout.
  */
-function closeConnectionsOnceIdle(app: FastifyInstance): void {
+export function followResponses(app: FastifyInstance, stats: ServerStatsRecorder): void {
+  const server = app.server;
+  let closing = false;
+  const onFinish = (message: unknown) => {
+    const { server: from, request, response } = message as { server?: unknown; request: IncomingMessage; response: ServerResponse };
+    if (from !== server) return;
+    countFinished(stats, request, response);
+    // After Node has detached the response from its socket.
+    if (closing) setImmediate(() => server.closeIdleConnections());
+  };
+  diagnosticsChannel.subscribe("http.server.response.finish", onFinish);
+  server.once("close", () => diagnosticsChannel.unsubscribe("http.server.response.finish", onFinish));
   app.addHook("preClose", (done) => {
-    const server = app.server;
-    const onFinish = (message: unknown) => {
-      if ((message as { server?: unknown }).server !== server) return;
-      // After Node has detached the response from its socket.
-      setImmediate(() => server.closeIdleConnections());
-    };
-    diagnosticsChannel.subscribe("http.server.response.finish", onFinish);
-    server.once("close", () => diagnosticsChannel.unsubscribe("http.server.response.finish", onFinish));
+    closing = true;
     done();
   });
 }

@@ -5,6 +5,7 @@ import type {} from "grafserv/node"; // declares requestContext.node
 import type { PostGraphileInstance } from "postgraphile";
 import { identityOf } from "../src/auth/identity.js";
 import type { RequestInfo } from "../src/graphql/preset.js";
+import { GRAPHQL_PATH } from "./fastify.js";
 import { addWebSockets, type WebSocketFront, type WebSocketFrontOptions, type WebSocketRequest } from "./websocket.js";
 
 /**
@@ -18,7 +19,7 @@ export async function mountGraphQL(
   websockets?: Omit<WebSocketFrontOptions, "graphqlPath">,
 ): Promise<WebSocketFront | undefined> {
   const serv = pgl.createServ(grafserv);
-  const front = websockets ? await addWebSockets(app, serv, { ...websockets, graphqlPath: "/graphql" }) : undefined;
+  const front = websockets ? await addWebSockets(app, serv, { ...websockets, graphqlPath: GRAPHQL_PATH }) : undefined;
   await serv.addTo(app);
   return front;
 }

@@ -1,5 +1,10 @@
 import { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from "fastify";
-import type { Bindings, ChildLoggerOptions, LevelWithSilentOrString } from "pino";
+import { createRequire } from "node:module";
+import type { Bindings, ChildLoggerOptions, LevelWithSilentOrString, SerializerFn } from "pino";
+
+/** The req/res/err serializers Fastify adds to a logger it is given (from Fastify's own file; it exports them nowhere else). */
+export const fastifySerializers = (createRequire(import.meta.url)("fastify/lib/logger-pino.js") as { serializers: Record<string, SerializerFn> })
+  .serializers;
 
 type Level = "fatal" | "error" | "warn" | "info" | "debug" | "trace";
 
@@ -92,22 +97,12 @@ const infoEnabled = (log: FastifyBaseLogger): boolean =>
   (log as FastifyBaseLogger & { isLevelEnabled?: (l: string) => boolean }).isLevelEnabled?.("info") ?? true;
 
 export class RequestLogController extends LogController {
-  /**
-   * `onCompleted` is told of every response once, after it has gone out:
-   * Fastify calls requestCompleted for each one, hijacked ones (the Express
-   * app's) and 404s included, so counting here costs no hook of its own.
-   */
-  constructor(private readonly onCompleted?: (request: FastifyRequest, reply: FastifyReply) => void) {
-    super();
-  }
-
   override incomingRequest(request: FastifyRequest, reply: FastifyReply, metadata?: Record<string, unknown>): void {
     if (!infoEnabled(request.log)) return;
     super.incomingRequest(request, reply, metadata);
   }
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply, metadata?: Record<string, unknown>): void {
-    this.onCompleted?.(request, reply);
     if (!error && !infoEnabled(request.log)) return;
     super.requestCompleted(error, request, reply, metadata);
   }

@@ -4,6 +4,7 @@ import { CloseCode, handleProtocols, makeServer, type ServerOptions as GraphQLWS
 import { makeGraphQLWSConfig, type GrafservBase } from "grafserv";
 import { getOperationAST, GraphQLError, parse } from "graphql";
 import { randomUUID } from "node:crypto";
+import diagnosticsChannel from "node:diagnostics_channel";
 import { ServerResponse, type IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type pg from "pg";
@@ -13,6 +14,8 @@ import { identityLookupFailure } from "./auth.js";
 import { ErrorCode } from "../src/errors.js";
 import type { Logger } from "../src/logger.js";
 import type { WebSocketLimits } from "../src/live/limits.js";
+
+const responseFinished = diagnosticsChannel.channel("http.server.response.finish");
 
 export interface WebSocketFrontOptions {
   graphqlPath: string;
@@ -252,7 +255,11 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
       const res = new ServerResponse(req);
       res.shouldKeepAlive = false;
       res.assignSocket(socket as never);
-      res.once("finish", () => socket.end());
+      res.once("finish", () => {
+        // Node announces the responses it made itself; this one it did not make, so we announce it (serverStats counts there).
+        if (responseFinished.hasSubscribers) responseFinished.publish({ request: req, response: res, socket, server: app.server });
+        socket.end();
+      });
       app.routing(req, res);
       return;
     }

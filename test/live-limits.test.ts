@@ -3,7 +3,7 @@ import t from "tap";
 import net from "node:net";
 import path from "node:path";
 import WebSocket from "ws";
-import { defaultPlugins } from "@hubpkg/hub";
+import { defaultPlugins, serverStats, type ServerStats } from "@hubpkg/hub";
 import { extendSchema, gql as graphql } from "@hubpkg/hub/graphile";
 import { access, context, lambda, listen } from "@hubpkg/hub/grafast";
 import { startTestServer, createPlayer, createExperience } from "@hubpkg/hub/test";
@@ -67,6 +67,8 @@ t.test("WebSocket limits, other paths, the Express app, and a plugin's subscript
     userDatabaseMigrationsPath: writeFiles(path.join(tmpDir(t), "m"), { "001-chat.sql": CHAT_MIGRATION }),
     websocket: { connectionInitTimeoutMs: 300, maxOperations: 2, maxMessageBytes: 4096, keepAliveMs: 300, connectionsPerIdentity: 2 },
     configureApp: (app) => {
+      // Before the middleware that records what Express saw: reading the counters is not one of the requests under test.
+      app.get("/stats", (req, res) => res.json(serverStats(req).requests));
       app.use((req, _res, next) => {
         seenByExpress.push(req.url);
         next();
@@ -231,6 +233,8 @@ t.test("WebSocket limits, other paths, the Express app, and a plugin's subscript
     t.same(seenByExpress, ["/bets"], "while it does see its plain requests");
 
     // An Upgrade header that is not WebSocket's (h2c): answered as the plain request it also is.
+    const counted = async () => (await (await fetch(`${server.url}/stats`)).json()) as ServerStats["requests"];
+    const before = await counted();
     const { port } = new URL(server.url);
     const raw = await new Promise<string>((resolve, reject) => {
       const socket = net.connect(Number(port), "127.0.0.1", () =>
@@ -244,6 +248,13 @@ t.test("WebSocket limits, other paths, the Express app, and a plugin's subscript
     t.match(raw, /^HTTP\/1\.1 200 /, "an h2c upgrade is answered as plain HTTP, without upgrading");
     t.match(raw, /\r\n\r\n\[\]$/, "by the Express route");
     t.same(seenByExpress, ["/bets", "/bets"], "which the Express app sees as a plain request");
+    const after = await counted();
+    // The first /stats read, then the h2c request: both the Express app's, both 200.
+    t.same(
+      { total: after.total - before.total, express: after.express - before.express, status2xx: after.status2xx - before.status2xx },
+      { total: 2, express: 2, status2xx: 2 },
+      "and serverStats counts it once, as the Express app's",
+    );
 
     // Peers that reset the connection right after asking: refused (404) or still being checked (a credential). None may
     // become an uncaught socket error; the server keeps answering.

@@ -9,18 +9,18 @@
  * BENCH_BARE_WITH (comma-separated; `bench/ab.ts --targets bare+logger+ids`)
  * adds the hub's own pieces one by one, each as the hub sets it up, so the
  * cost of each is the difference between two such targets:
- *   logger    the hub's pino logger (level from LOG_LEVEL) with the lazy per-request child
- *   quietlogger  the same lazy per-request child over the hub's logger, but Fastify itself given no logger:
- *             it then sets up no response listeners and writes no request lines (what a server logging at
- *             `warn` could do; the hub does not, because its response counters hang on those listeners)
+ *   logger    as the hub sets Fastify up at `info`: Fastify given the logger, the lazy per-request child
+ *   quietlogger  as the hub sets Fastify up above `info`: the same lazy per-request child over the hub's
+ *             logger, but Fastify itself given no logger, so it sets up no response listeners
  *   ids       a request id per request (x-request-id or a random UUID)
  *   http      the hub's Node/Fastify server options (header size, request timeout sweep, 503 on close, idle close, trailing slash)
- *   stats     the response counters (adapters/fastify.ts's onResponse / onRoute counting)
+ *   stats     the response counters (adapters/fastify.ts: Node's channel of finished responses)
  *   auth      the identity hook (an anonymous request: no Authorization header)
  *   overload  the per-identity admission hook
  *   classes   requests and responses built with the Express app's prototypes
  *   express   the bench's configureApp mounted behind the hub's bridge (implies classes)
- *   front     logger, ids, http and stats together, through the hub's own createFastify (adapters/fastify.ts)
+ *   front     logger, ids, http and stats together, through the hub's own createFastify (adapters/fastify.ts;
+ *             the logger as `logger` or `quietlogger` by LOG_LEVEL, as in the hub)
  */
 import "../lib/child-prelude.js";
 import "../../dist/src/prelude.js";
@@ -32,7 +32,7 @@ import { MAX_BODY } from "../lib/demo-preset.js";
 import { attachToBenchDatabase } from "../lib/attach.js";
 import { serveBench } from "../lib/child.js";
 import { benchConfigureApp } from "../lib/demo.js";
-import { createFastify } from "../../dist/adapters/fastify.js";
+import { createFastify, followResponses } from "../../dist/adapters/fastify.js";
 import { LazyRequestLogger, lazyChildLoggerFactory, RequestLogController } from "../../dist/adapters/request-logger.js";
 import type { Bindings, ChildLoggerOptions } from "pino";
 import { addAuthHook } from "../../dist/adapters/auth.js";
@@ -63,10 +63,7 @@ if (features.has("front")) {
       : has("quietlogger")
         ? { childLoggerFactory: (_l: unknown, b: Bindings, o: ChildLoggerOptions) => new LazyRequestLogger(log, b, o) }
         : { logger: false }),
-    // Counted as the hub counts: when Fastify reports each response completed (adapters/fastify.ts).
-    ...(has("stats")
-      ? { logController: new RequestLogController((request, reply) => stats.countResponse(request.routeOptions.url === "/graphql" ? "graphql" : "other", reply.raw.statusCode)) }
-      : {}),
+    ...(has("logger") || has("quietlogger") ? { logController: new RequestLogController() } : {}),
     ...(has("ids") ? { requestIdHeader: "x-request-id", genReqId: () => randomUUID() } : {}),
     ...(has("http")
       ? { requestTimeout: 30_000, return503OnClosing: true, forceCloseConnections: "idle" as const, routerOptions: { ignoreTrailingSlash: true } }
@@ -77,6 +74,8 @@ if (features.has("front")) {
     },
   }) as unknown as FastifyInstance;
 }
+// Counted as the hub counts: from Node's channel of finished responses (adapters/fastify.ts).
+if (has("stats") && !features.has("front")) followResponses(f, stats);
 const limiter = createIdentityPoolLimiter(pools.superuser, { ...DEFAULT_IDENTITY_LIMITS, waitMs: 10_000 });
 // Both: one hook, as the hub has it.
 if (has("auth")) addAuthHook(f, createIdentityResolver(pools.credentials, { cacheTtlMs: 1000 }), undefined, has("overload") ? limiter : undefined);
