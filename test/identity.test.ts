@@ -119,6 +119,14 @@ t.test("a valid session resolves to a user identity", async (t) => {
   const again = await resolver.resolve(`session:${token}`);
   t.same(again, identity, "a cache hit answers the same");
   t.equal(count(), 1, "without a second query");
+  t.not(again, identity, "in an object of its own");
+  t.equal(pgSettingsFor(again), pgSettingsFor(identity), "whose transaction settings are the credential's, built once, not once per request");
+  t.same(Object.keys(again!), ["kind", "user", "sessionId", "session", "clientId"], "the identity's own keys only");
+  t.same(JSON.parse(JSON.stringify(again)), JSON.parse(JSON.stringify({ ...identity })), "and it serialises as a plain object");
+  const other = await newSession();
+  const otherIdentity = await resolver.resolve(`session:${other.token}`);
+  t.not(pgSettingsFor(otherIdentity), pgSettingsFor(identity), "another session: settings of its own");
+  t.equal(pgSettingsFor(otherIdentity)[PG_SETTING.sessionId], other.sessionId);
   identity.user.uname = "changed by a caller";
   t.equal(((await resolver.resolve(`session:${token}`)) as typeof identity).user.uname, user.uname, "callers cannot alter the cache");
 

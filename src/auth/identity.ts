@@ -74,17 +74,36 @@ export const PG_SETTING = {
  * Transaction settings for one GraphQL request: switch to app_postgraphile and
  * tell the RLS policies who is asking (hub_hidden.current_user_id() & co.).
  *
- * Built once per identity object (the resolver caches identities, so a
- * player's requests share it) and frozen: every GraphQL request asks, and the
- * pipelined adaptor keeps its serialised form per settings object.
+ * Built once per credential and frozen: every GraphQL request asks, and the
+ * pipelined adaptor keeps its serialised form per settings object. The
+ * resolver hands each request a fresh identity object (so no request can
+ * alter what another sees); keyed by that object, the cache missed on every
+ * request, and the settings were rebuilt and serialised each time (about
+ * 7 µs of a `makeCoinflip` in a profile). So an identity the resolver made
+ * carries, out of sight, the cached credential it was made from
+ * (sameCredential), and the settings are kept per credential: they are made
+ * from nothing else. An identity made by hand is its own key.
  */
 export function pgSettingsFor(identity: Identity | undefined, statementTimeoutMs = 0): Readonly<Record<string, string>> {
-  const key = identity ?? NO_IDENTITY;
+  const key = (identity as { [CREDENTIAL]?: object } | undefined)?.[CREDENTIAL] ?? identity ?? NO_IDENTITY;
   const cached = settingsByIdentity.get(key);
   if (cached !== undefined && cached.timeoutMs === statementTimeoutMs) return cached.settings;
   const settings = Object.freeze(buildPgSettings(identity, statementTimeoutMs));
   settingsByIdentity.set(key, { timeoutMs: statementTimeoutMs, settings });
   return settings;
+}
+
+const CREDENTIAL = Symbol("hub.identityCredential");
+
+/**
+ * Mark `identity` as made from `credential`, an object the resolver keeps
+ * for as long as it caches that credential: identities of one credential
+ * then share their transaction settings. Not enumerable, so an identity
+ * still compares, copies and serialises as the plain object it is.
+ */
+export function sameCredential<T extends Identity>(identity: T, credential: object): T {
+  Object.defineProperty(identity, CREDENTIAL, { value: credential });
+  return identity;
 }
 
 /** The key anonymous requests share in the cache below. */

@@ -2,7 +2,7 @@ import type pg from "pg";
 import { digest, unsealClientId } from "./credentials.js";
 import type { DbUser } from "../db/types.js";
 import { describeValue, HubError } from "../errors.js";
-import type { Identity, UserIdentity } from "./identity.js";
+import { sameCredential, type Identity, type UserIdentity } from "./identity.js";
 import * as parse from "../parse.js";
 
 /**
@@ -173,11 +173,11 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
   /** A fresh object per call, so no caller can alter what another one sees. */
   function toIdentity(found: Found | undefined, credential: string): Identity | undefined {
     if (!found) return undefined;
-    if (found.kind === "operator") return { kind: "operator", apiKey: credential, apiKeyId: found.apiKeyId };
+    if (found.kind === "operator") return sameCredential({ kind: "operator", apiKey: credential, apiKeyId: found.apiKeyId }, found);
     // The database checked expiry when the row was read; the cache may outlive it.
     if (found.session.expired_at.getTime() <= Date.now()) return undefined;
     const clientId = found.clientIdSealed ? unsealClientId(found.clientIdSealed, credential, found.clientIdDigest) : null;
-    return { kind: "user", user: { ...found.user }, sessionId: found.session.id, session: { ...found.session }, clientId };
+    return sameCredential({ kind: "user", user: { ...found.user }, sessionId: found.session.id, session: { ...found.session }, clientId }, found);
   }
 
   const resolver: IdentityResolver = {
