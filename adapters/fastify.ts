@@ -54,8 +54,8 @@ function requestTimeoutChecks(requestTimeoutMs: number): { connectionsCheckingIn
  */
 export function createFastify(options: FastifyOptions): FastifyInstance {
   const requestLines = options.logger.isLevelEnabled("info");
-  // What Fastify would build from a loggerInstance: a child with its req/res/err serializers.
-  const fastifyLog = options.logger.child({}, { serializers: fastifySerializers });
+  // Above info, what Fastify would have built from a loggerInstance: a child with its req/res/err serializers.
+  const fastifyLog = requestLines ? undefined : options.logger.child({}, { serializers: fastifySerializers });
   const app = Fastify({
     ...(requestLines ? { loggerInstance: options.logger } : {}),
     bodyLimit: options.bodyLimit,
@@ -66,13 +66,13 @@ export function createFastify(options: FastifyOptions): FastifyInstance {
     requestIdHeader: "x-request-id",
     genReqId: () => randomUUID(),
     // Without a loggerInstance Fastify hands the factory its silent logger: the parent is ours either way.
-    childLoggerFactory: requestLines ? lazyChildLoggerFactory : (_silent, bindings, opts) => new LazyRequestLogger(fastifyLog, bindings, opts),
+    childLoggerFactory: fastifyLog ? (_silent, bindings, opts) => new LazyRequestLogger(fastifyLog, bindings, opts) : lazyChildLoggerFactory,
     logController: new RequestLogController(),
     return503OnClosing: true,
     forceCloseConnections: "idle",
     routerOptions: { ignoreTrailingSlash: true },
   });
-  if (!requestLines) (app as { log: FastifyBaseLogger }).log = fastifyLog;
+  if (fastifyLog) (app as { log: FastifyBaseLogger }).log = fastifyLog;
   app.setNotFoundHandler((request, reply) => {
     void reply.code(404).send({
       statusCode: 404,
@@ -88,7 +88,7 @@ export function createFastify(options: FastifyOptions): FastifyInstance {
 export const EXPRESS_RESPONSE = Symbol("hub.expressResponse");
 
 /** Counts a finished response in serverStats: the Express app's, GraphQL's (by its path), or another route's. */
-export function countFinished(stats: ServerStatsRecorder, req: IncomingMessage, res: ServerResponse): void {
+function countFinished(stats: ServerStatsRecorder, req: IncomingMessage, res: ServerResponse): void {
   let kind: ResponseKind = "other";
   if ((res as { [EXPRESS_RESPONSE]?: boolean })[EXPRESS_RESPONSE]) kind = "express";
   else {
