@@ -6,15 +6,15 @@ import { fileURLToPath } from "node:url";
 
 const PRELUDE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../dist/src/prelude.js");
 
-// Objects from one allocation site first survive (kept), then the same site makes garbage. Where V8 pretenures the
-// site, that garbage is allocated in the old generation; where it does not, the old generation barely moves. The
-// growth is summed chunk by chunk: a full collection that frees the pretenured garbage half-way (its timing depends
-// on the concurrent marker, so on how busy the machine is) must not hide what was allocated before it.
 // V8 only decides to pretenure after collecting a young generation grown to its largest size, and how that generation
 // grows and shrinks depends on allocation rates V8 measures in time: on a busy machine about one probe in sixty never
 // pretenured (seen here under two busy loops, and once in CI). With the young generation fixed at its default largest
 // size (16 MiB semi-spaces), as it is in a server under load, none of 150 did under the same load.
 const YOUNG_GENERATION = ["--min-semi-space-size=16", "--max-semi-space-size=16"];
+// Objects from one allocation site first survive (kept), then the same site makes garbage. Where V8 pretenures the
+// site, that garbage is allocated in the old generation; where it does not, the old generation barely moves. The
+// growth is summed chunk by chunk: a full collection that frees the pretenured garbage half-way (its timing depends
+// on the concurrent marker, so on how busy the machine is) must not hide what was allocated before it.
 const PROBE = `
 import v8 from "node:v8";
 const old = () => v8.getHeapSpaceStatistics().find((s) => s.space_name === "old_space").space_used_size;

@@ -77,19 +77,17 @@ export const PG_SETTING = {
  * Built once per credential and frozen: every GraphQL request asks, and the
  * pipelined adaptor keeps its serialised form per settings object. The
  * resolver hands each request a fresh identity object (so no request can
- * alter what another sees); keyed by that object, the cache missed on every
- * request, and the settings were rebuilt and serialised each time (about
- * 7 µs of a `makeCoinflip` in a profile). So an identity the resolver made
- * carries, out of sight, the cached credential it was made from
- * (sameCredential), and the settings are kept per credential: they are made
- * from nothing else. An identity made by hand is its own key.
+ * alter what another sees), so the cache is not keyed by that object: an
+ * identity the resolver made carries, out of sight, the cached credential it
+ * was made from (sameCredential), and the settings, made from nothing else,
+ * are kept per credential. An identity made by hand is its own key.
  */
 export function pgSettingsFor(identity: Identity | undefined, statementTimeoutMs = 0): Readonly<Record<string, string>> {
   const key = (identity as { [CREDENTIAL]?: object } | undefined)?.[CREDENTIAL] ?? identity ?? NO_IDENTITY;
-  const cached = settingsByIdentity.get(key);
+  const cached = settingsByCredential.get(key);
   if (cached !== undefined && cached.timeoutMs === statementTimeoutMs) return cached.settings;
   const settings = Object.freeze(buildPgSettings(identity, statementTimeoutMs));
-  settingsByIdentity.set(key, { timeoutMs: statementTimeoutMs, settings });
+  settingsByCredential.set(key, { timeoutMs: statementTimeoutMs, settings });
   return settings;
 }
 
@@ -108,7 +106,7 @@ export function sameCredential<T extends Identity>(identity: T, credential: obje
 
 /** The key anonymous requests share in the cache below. */
 const NO_IDENTITY = {};
-const settingsByIdentity = new WeakMap<object, { timeoutMs: number; settings: Readonly<Record<string, string>> }>();
+const settingsByCredential = new WeakMap<object, { timeoutMs: number; settings: Readonly<Record<string, string>> }>();
 
 function buildPgSettings(identity: Identity | undefined, statementTimeoutMs: number): Record<string, string> {
   const settings: Record<string, string> = { [PG_SETTING.role]: GRAPHQL_ROLE };
