@@ -4,10 +4,10 @@ import diagnosticsChannel from "node:diagnostics_channel";
 import type { IncomingMessage, ServerOptions, ServerResponse } from "node:http";
 import type { Logger } from "../src/logger.js";
 import type { ResponseKind, ServerStatsRecorder } from "../src/stats.js";
+import { isGraphQLPath, pathOf } from "./graphql-path.js";
 import { fastifySerializers, LazyRequestLogger, lazyChildLoggerFactory, RequestLogController } from "./request-logger.js";
 
 /** Where grafserv serves GraphQL (its default), over HTTP and WebSocket. */
-export const GRAPHQL_PATH = "/graphql";
 
 export interface FastifyOptions {
   logger: Logger;
@@ -92,10 +92,7 @@ function countFinished(stats: ServerStatsRecorder, req: IncomingMessage, res: Se
   let kind: ResponseKind = "other";
   if ((res as { [EXPRESS_RESPONSE]?: boolean })[EXPRESS_RESPONSE]) kind = "express";
   else {
-    const url = req.url ?? "/";
-    const end = url.indexOf("?");
-    const path = end === -1 ? url : url.slice(0, end);
-    if (path === GRAPHQL_PATH || path === `${GRAPHQL_PATH}/`) kind = "graphql";
+    if (isGraphQLPath(pathOf(req.url ?? "/"))) kind = "graphql";
   }
   stats.countResponse(kind, res.statusCode);
 }

@@ -5,7 +5,7 @@ import type {} from "grafserv/node"; // declares requestContext.node
 import type { PostGraphileInstance } from "postgraphile";
 import { identityOf } from "../src/auth/identity.js";
 import type { RequestInfo } from "../src/graphql/preset.js";
-import { GRAPHQL_PATH } from "./fastify.js";
+import { GRAPHQL_PATH } from "./graphql-path.js";
 import { addWebSockets, type WebSocketFront, type WebSocketFrontOptions, type WebSocketRequest } from "./websocket.js";
 
 /**

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { IdentityPoolLimiter } from "../src/db/identity-limit.js";
 import { ErrorCode } from "../src/errors.js";
 import { identityOf, type Identity } from "../src/auth/identity.js";
+import { isGraphQLPath, pathOf } from "./graphql-path.js";
 
 /**
  * One player (or API key) has at most perIdentityConnections +
@@ -31,7 +32,7 @@ export function createAdmission(limiter: IdentityPoolLimiter): Admission {
       reply.raw.once("close", admitted);
       return true;
     }
-    const graphql = request.url.split("?")[0] === "/graphql";
+    const graphql = isGraphQLPath(pathOf(request.url));
     const body = JSON.stringify(
       graphql
         ? { errors: [{ message: admitted, extensions: { code: ErrorCode.TOO_MANY_REQUESTS } }] }

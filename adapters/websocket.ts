@@ -11,6 +11,7 @@ import type pg from "pg";
 import type { Identity } from "../src/auth/identity.js";
 import type { IdentityResolver } from "../src/auth/resolver.js";
 import { identityLookupFailure } from "./auth.js";
+import { isGraphQLPath, pathOf } from "./graphql-path.js";
 import { ErrorCode } from "../src/errors.js";
 import type { Logger } from "../src/logger.js";
 import type { WebSocketLimits } from "../src/live/limits.js";
@@ -249,7 +250,7 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
     // Node hands the socket over without its own error listener: until ws takes it over (or for good, when the
     // upgrade is refused), a reset by the peer must end the socket, not become an uncaught error.
     socket.on("error", onEarlyError);
-    const pathName = (req.url ?? "/").split("?")[0]!;
+    const pathName = pathOf(req.url ?? "/");
     if (req.headers.upgrade?.toLowerCase() !== "websocket") {
       // Not a WebSocket (h2c and the like): answered as the plain HTTP request it also is, without upgrading.
       const res = new ServerResponse(req);
@@ -264,7 +265,7 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
       return;
     }
     const id = (typeof req.headers["x-request-id"] === "string" && req.headers["x-request-id"]) || randomUUID();
-    if (pathName !== graphqlPath && pathName !== `${graphqlPath}/`) {
+    if (!isGraphQLPath(pathName, graphqlPath)) {
       log.info({ reqId: id, url: pathName }, "WebSocket upgrade refused: not the GraphQL path");
       refuseUpgrade(socket, 404, "Not Found", {
         statusCode: 404,

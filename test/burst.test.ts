@@ -388,6 +388,13 @@ t.test("per identity: at most perIdentityConnections connections, perIdentityQue
     { status: 429, retryAfter: "1", code: "TOO_MANY_REQUESTS" },
     "alice's { __typename } meanwhile: 429 with a GraphQL error TOO_MANY_REQUESTS",
   );
+  // Fastify serves /graphql/ as /graphql, so its refusal has GraphQL's shape too.
+  const shedSlash = await request(new http.Agent(), hub.url, "POST", "/graphql/", aliceHeaders, { query: "{ __typename }" });
+  t.match(
+    { status: shedSlash.status, body: shedSlash.body },
+    { status: 429, body: { errors: [{ extensions: { code: "TOO_MANY_REQUESTS" } }] } },
+    "alice's { __typename } on /graphql/ meanwhile: 429 with a GraphQL error TOO_MANY_REQUESTS",
+  );
   const shedRoute = await request(new http.Agent(), hub.url, "GET", "/nowhere", aliceHeaders);
   t.match(shedRoute, { status: 429, body: { code: "TOO_MANY_REQUESTS", message: /^Too many requests at once from this player/ } }, "an Express path: 429 in the hub's JSON error shape");
   t.same((await gql(hub.url, "{ __typename }", {}, bobHeaders)).body, { data: { __typename: "Query" } }, "bob's request meanwhile is answered");
