@@ -8,7 +8,13 @@
  * each. For finding where a request's time goes, not for the committed
  * results (`npm run bench`).
  *
- *   npm run build && node --import tsx bench/ab.ts [--targets hub,bare,baseline,fastify-express] [--scenarios typename,health] [--rounds 6] [--duration 3]
+ *   npm run build && node --import tsx bench/ab.ts [--targets hub,bare,baseline,fastify-express] [--scenarios typename,health] [--rounds 6] [--duration 3] [--rate N]
+ *
+ * --rate N sends N requests a second (all connections together) instead of as
+ * many as the target answers: the machine is then not saturated, so the server
+ * CPU per request is not bent by autocannon competing for the cores (it is
+ * higher than at saturation, where one wake-up serves several requests; compare
+ * targets within one run).
  */
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
@@ -32,6 +38,8 @@ const { values: opts } = parseArgs({
     profile: { type: "string" },
     /** Pin the targets (all their threads) to the last core and this process (autocannon) to the others. */
     pin: { type: "boolean", default: false },
+    /** A fixed request rate (req/s, all connections together) instead of as fast as answered. */
+    rate: { type: "string" },
   },
 });
 const scripts: Record<string, string> = {
@@ -44,6 +52,8 @@ const requests: Record<string, HttpRequest> = {
   typename: { method: "POST", path: "/graphql", headers: { "content-type": "application/json" }, body: '{"query":"{__typename}"}' },
   health: { method: "GET", path: "/health", headers: {} },
 };
+const rate = opts.rate === undefined ? undefined : Number(opts.rate);
+if (rate !== undefined && !(Number.isInteger(rate) && rate > 0)) throw new Error(`--rate: expected a whole number of requests per second above 0, received ${JSON.stringify(opts.rate)}`);
 const names = opts.targets.split(",");
 const scenarioIds = opts.scenarios.split(",");
 // bare+logger+ids…: the bare reference plus some of the hub's own pieces (bench/bare/server.ts).
@@ -69,7 +79,7 @@ try {
     const runs = targets.map(() => ({ rps: [] as number[], cpu: [] as number[], sys: [] as number[], gc: [] as number[], minor: [] as number[], scav: [] as number[], other: [] as number[] }));
     for (let round = -1; round < Number(opts.rounds); round++) {
       for (const [i, { name, target }] of targets.entries()) {
-        const r = await runLoad(target, requests[id]!, { connections: Number(opts.connections), durationS: round < 0 ? 2 : Number(opts.duration), verify: ok(id) });
+        const r = await runLoad(target, requests[id]!, { connections: Number(opts.connections), durationS: round < 0 ? 2 : Number(opts.duration), verify: ok(id), ...(rate ? { rate } : {}) });
         const failures = r.errors + r.timeouts + r.non2xx + r.mismatches;
         if (failures) throw new Error(`${id} on ${name}: ${failures} failed responses`);
         if (round >= 0) {
@@ -92,6 +102,12 @@ try {
       process.stdout.write(
         `${id} ${name.padEnd(24)} ${Math.round(median(rps)).toString().padStart(6)} req/s (rounds ${Math.round(Math.min(...rps))}–${Math.round(Math.max(...rps))})${ratio}  ${Math.round(median(cpu)).toString().padStart(4)} µs/req, min ${Math.round(Math.min(...cpu))}  (rounds: ${cpu.map(Math.round).join(" ")} µs); of which kernel ${Math.round(median(sys))}, GC pauses ${median(gc).toFixed(1)} µs (scavenges ${median(minor).toFixed(1)} µs, ${median(scav).toFixed(2)} and ${median(other).toFixed(2)} other pauses per 1,000 requests)\n`,
       );
+    }
+    // Per round, the hub's CPU per request less each other target's, measured back to back: the hub's own cost, paired.
+    for (const [i, { name }] of targets.entries()) {
+      if (i === 0) continue;
+      const diffs = runs[0]!.cpu.map((c, round) => c - runs[i]!.cpu[round]!);
+      process.stdout.write(`${id} hub − ${name}: ${median(diffs).toFixed(1)} µs/req, median of the rounds (${diffs.map((d) => d.toFixed(0)).join(" ")})\n`);
     }
     if (opts.profile) {
       const dir = path.resolve(opts.profile);

@@ -16,6 +16,8 @@ export interface LoadOptions {
   postgresCpu?: () => number;
   /** The request of the i-th connection (another player per connection), instead of `req` for all. */
   perConnection?: (index: number) => HttpRequest;
+  /** Requests per second over all connections (autocannon's overallRate); as fast as answered when absent. */
+  rate?: number;
 }
 
 export interface RunResult {
@@ -82,6 +84,7 @@ export async function runLoad(target: Target, req: HttpRequest, opts: LoadOption
     ...rotateAuthorization(req),
     connections: opts.connections,
     duration: opts.durationS,
+    ...(opts.rate ? { overallRate: opts.rate } : {}),
     verifyBody: (body) => opts.verify(String(body)),
     ...(opts.perConnection ? { setupClient: perConnectionSetup(opts.perConnection) } : {}),
   });
