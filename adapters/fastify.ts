@@ -7,8 +7,6 @@ import type { ResponseKind, ServerStatsRecorder } from "../src/stats.js";
 import { isGraphQLPath, pathOf } from "./graphql-path.js";
 import { fastifySerializers, LazyRequestLogger, lazyChildLoggerFactory, RequestLogController } from "./request-logger.js";
 
-/** Where grafserv serves GraphQL (its default), over HTTP and WebSocket. */
-
 export interface FastifyOptions {
   logger: Logger;
   /** Largest request body in bytes (413 beyond). */
@@ -91,9 +89,7 @@ export const EXPRESS_RESPONSE = Symbol("hub.expressResponse");
 function countFinished(stats: ServerStatsRecorder, req: IncomingMessage, res: ServerResponse): void {
   let kind: ResponseKind = "other";
   if ((res as { [EXPRESS_RESPONSE]?: boolean })[EXPRESS_RESPONSE]) kind = "express";
-  else {
-    if (isGraphQLPath(pathOf(req.url ?? "/"))) kind = "graphql";
-  }
+  else if (isGraphQLPath(pathOf(req.url ?? "/"))) kind = "graphql";
   stats.countResponse(kind, res.statusCode);
 }
 

@@ -1,9 +1,10 @@
 /**
- * Where GraphQL is served. Fastify ignores a trailing slash when routing
- * (`ignoreTrailingSlash`), so `/graphql/` reaches grafserv exactly as
- * `/graphql` does; every other place that asks "is this a GraphQL request"
- * (the response counters, the per-identity refusal's error shape, the
- * WebSocket upgrade) must answer the same way, so they all ask here.
+ * Where GraphQL is served (grafserv's default path), over HTTP and WebSocket.
+ * Fastify ignores a trailing slash when routing (`ignoreTrailingSlash`), so
+ * `/graphql/` reaches grafserv exactly as `/graphql` does; every other place
+ * that asks "is this a GraphQL request" (the response counters, the
+ * per-identity refusal's error shape, the WebSocket upgrade) must answer the
+ * same way, so they all ask here.
  */
 export const GRAPHQL_PATH = "/graphql";
 
