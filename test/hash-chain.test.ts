@@ -109,6 +109,16 @@ t.test("identity: no credential is UNAUTHENTICATED, an operator FORBIDDEN", asyn
 
 t.test("a chain of 1,000,000: created without blocking the event loop; h(i) derived within the cost bounds", async (t) => {
   const N = 1_000_000;
+  // A timer that re-arms itself counts the event loop's turns while the chain is made: creating it in one
+  // synchronous piece would let it fire once or twice; made on a worker thread (or in chunks) it fires
+  // every millisecond or so, for as long as the million hashes take. Times are reported, not asserted.
+  let turns = 0;
+  let ticking = true;
+  const tick = () => {
+    turns++;
+    if (ticking) setTimeout(tick, 1);
+  };
+  setTimeout(tick, 1);
   const delay = monitorEventLoopDelay({ resolution: 5 });
   delay.enable();
   const started = performance.now();
@@ -116,9 +126,10 @@ t.test("a chain of 1,000,000: created without blocking the event loop; h(i) deri
   const chain = await createHashChain(hub.dbPool, { userId: bob.userId, casinoId: bob.casinoId, experienceId: bob.experienceId, maxIteration: N });
   const cpu = process.cpuUsage(cpu0);
   const wall = performance.now() - started;
+  ticking = false;
   delay.disable();
-  t.comment(`create N=${N}: ${wall.toFixed(0)} ms wall, ${((cpu.user + cpu.system) / 1000).toFixed(0)} ms CPU, event loop delay max ${(delay.max / 1e6).toFixed(1)} ms`);
-  t.ok(delay.max / 1e6 < 250, `the event loop kept turning during creation (max delay ${(delay.max / 1e6).toFixed(1)} ms)`);
+  t.comment(`create N=${N}: ${wall.toFixed(0)} ms wall, ${((cpu.user + cpu.system) / 1000).toFixed(0)} ms CPU, ${turns} timer turns, event loop delay max ${(delay.max / 1e6).toFixed(1)} ms`);
+  t.ok(turns >= 100, `the event loop kept turning while the chain was created (${turns} turns of a 1 ms timer)`);
 
   const stored = await hub.dbPool.query<{ bytes: number }>(
     "select octet_length(seed) + octet_length(checkpoints) + 4 as bytes from hub_secret.hash_chain_secret where hash_chain_id = $1",
@@ -126,25 +137,33 @@ t.test("a chain of 1,000,000: created without blocking the event loop; h(i) deri
   );
   t.ok(stored.rows[0]!.bytes <= 64 * 1024, `at most 64 KiB stored for the chain's secret (${stored.rows[0]!.bytes} bytes)`);
 
-  // Walk down 3 segments as bets do: h(N-1), h(N-2), … each one hash from its successor.
+  // Walk down 3 segments as bets do: h(N-1), h(N-2), … each one hash from its successor. The cost bound is
+  // structural: the secret is read (and at most CHECKPOINT_INTERVAL - 1 hashes computed from its checkpoint)
+  // only for the first bet of a segment; every other bet is served from the segment in memory. So the reads
+  // are counted, on a client that passes every query on to the real pool.
   const bets = CHECKPOINT_INTERVAL * 3;
+  const readAt: number[] = [];
+  let current = 0;
+  const countingClient = {
+    query: (text: string, values: unknown[]) => {
+      readAt.push(current);
+      return hub.dbPool.query(text, values);
+    },
+  } as unknown as typeof hub.dbPool;
   let next = chain.terminalHash;
-  const missCpu: number[] = [];
   const total0 = process.cpuUsage();
   for (let i = N - 1; i > N - 1 - bets; i--) {
-    const c0 = process.cpuUsage();
-    const r = await getIntermediateHash({ hashChainId: chain.id, iteration: i, pgClient: hub.dbPool });
-    const c = process.cpuUsage(c0);
+    current = i;
+    const r = await getIntermediateHash({ hashChainId: chain.id, iteration: i, pgClient: countingClient });
     if (r.type !== "success") throw new Error(r.reason);
-    if (i % CHECKPOINT_INTERVAL === CHECKPOINT_INTERVAL - 1 || i === N - 1) missCpu.push((c.user + c.system) / 1000);
     if (Buffer.compare(Buffer.from(sha256(r.hash)), Buffer.from(next)) !== 0) throw new Error(`h(${i}) does not hash to h(${i + 1})`);
     next = r.hash;
   }
   const totalCpu = process.cpuUsage(total0);
-  const amortisedUs = (totalCpu.user + totalCpu.system) / bets;
-  t.comment(`derivation: ${amortisedUs.toFixed(1)} µs CPU per hash amortised over ${bets} (query and check included); segment misses ${missCpu.map((x) => x.toFixed(2)).join(", ")} ms CPU`);
-  t.ok(amortisedUs <= 50, `amortised derivation ≤ 50 µs CPU (${amortisedUs.toFixed(1)} µs)`);
-  t.ok(Math.min(...missCpu) <= 2, `a segment miss costs ≤ 2 ms CPU (${missCpu.map((x) => x.toFixed(2)).join(", ")} ms)`);
+  t.comment(`derivation: ${((totalCpu.user + totalCpu.system) / bets).toFixed(1)} µs CPU per hash amortised over ${bets} (check included)`);
+  const k = CHECKPOINT_INTERVAL;
+  const topSegmentStart = Math.floor((N - 1) / k) * k;
+  t.same(readAt, [N - 1, topSegmentStart - 1, topSegmentStart - 1 - k], `${bets} bets read the secret 3 times: at the first bet of each segment of ${k}, never in between`);
 
   // A hash deep in the chain agrees with the chain computed from the seed.
   const seed = (await hub.dbPool.query<{ seed: Buffer }>("select seed from hub_secret.hash_chain_secret where hash_chain_id = $1", [chain.id])).rows[0]!.seed;
