@@ -49,6 +49,22 @@ export function startTransferWorker(superuserUrl: string, options: ResolvedTrans
   let woken = false;
   let busy = false;
 
+  /**
+   * Whether any item is due, in one statement outside a transaction. An idle
+   * worker looks every pollIntervalMs, and finding nothing with runOne's
+   * begin, locking select and commit costs three round trips and a pooled
+   * connection each time. A database error answers yes, so that runOne meets
+   * it and reports it as it does any other.
+   */
+  async function anyDue(): Promise<boolean> {
+    try {
+      const { rows } = await pool.query("select 1 from hub.transfer_job where status = 'PENDING' and next_attempt_at <= now() limit 1");
+      return rows.length > 0;
+    } catch {
+      return true;
+    }
+  }
+
   async function runOne(): Promise<boolean> {
     let client: pg.PoolClient | undefined;
     let broken: Error | undefined;
@@ -184,7 +200,7 @@ export function startTransferWorker(superuserUrl: string, options: ResolvedTrans
   async function loop(): Promise<void> {
     while (!stopped) {
       // One look while idle; once there is work, up to `concurrency` items at once, until none is due.
-      const found = busy ? (await Promise.all(Array.from({ length: options.concurrency }, () => runOne()))).some(Boolean) : await runOne();
+      const found = busy ? (await Promise.all(Array.from({ length: options.concurrency }, () => runOne()))).some(Boolean) : (await anyDue()) && (await runOne());
       busy = found;
       if (stopped) break;
       if (found) continue;
