@@ -3,6 +3,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { FastifyInstance, FastifyReply } from "fastify";
 import type { Logger } from "../src/logger.js";
+import { pathOf } from "./graphql-path.js";
 
 /**
  * The operator's dashboard: the files `npm run build` put in dist/dashboard,
@@ -99,7 +100,7 @@ export function mountDashboard(app: FastifyInstance, mountPath: string, log: Log
   };
   // The page's links are relative (./assets/…): it must be loaded from the path ending in a slash.
   app.get(mountPath, (request, reply) => {
-    if (request.url.split("?")[0]!.endsWith("/")) return send(reply, "index.html");
+    if (pathOf(request.url).endsWith("/")) return send(reply, "index.html");
     return reply.redirect(`${mountPath}/`, 301);
   });
   app.get(`${mountPath}/*`, (request, reply) => {

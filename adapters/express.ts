@@ -6,6 +6,7 @@ import type { ConfigureApp, ConfigureAppArgument } from "../src/options.js";
 import { attachServerStats, type ServerStatsRecorder } from "../src/stats.js";
 import { identityOf, type Identity } from "../src/auth/identity.js";
 import { EXPRESS_RESPONSE } from "./fastify.js";
+import { pathOf } from "./graphql-path.js";
 
 /** The user's Express app, configured, and what Node's server needs to build its requests. */
 export interface ExpressApp {
@@ -114,7 +115,7 @@ export async function mountExpressApp(
 function finish(request: FastifyRequest, reply: FastifyReply, error: unknown): void {
   const res = reply.raw;
   if (error === undefined || error === null || error === "route" || error === "router") {
-    sendJson(res, 404, { statusCode: 404, error: "Not Found", message: `No route for ${request.method} ${request.url.split("?")[0]}` });
+    sendJson(res, 404, { statusCode: 404, error: "Not Found", message: `No route for ${request.method} ${pathOf(request.url)}` });
     return;
   }
   const err = error as { status?: unknown; statusCode?: unknown; expose?: unknown; message?: unknown };

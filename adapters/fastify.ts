@@ -75,7 +75,7 @@ export function createFastify(options: FastifyOptions): FastifyInstance {
     void reply.code(404).send({
       statusCode: 404,
       error: "Not Found",
-      message: `No route for ${request.method} ${request.url.split("?")[0]}`,
+      message: `No route for ${request.method} ${pathOf(request.url)}`,
     });
   });
   followResponses(app as unknown as FastifyInstance, options.stats);
