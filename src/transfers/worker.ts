@@ -26,6 +26,9 @@ export interface TransferWorker {
   stop(): Promise<void>;
 }
 
+/** An item the worker should take now; both the idle look and the claim ask it, so they never disagree. */
+const DUE = "status = 'PENDING' and next_attempt_at <= now()";
+
 /**
  * The transfer worker of one hub instance. Each item is claimed with
  * `select … for update skip locked` in a transaction held while the casino is
@@ -58,7 +61,7 @@ export function startTransferWorker(superuserUrl: string, options: ResolvedTrans
    */
   async function anyDue(): Promise<boolean> {
     try {
-      const { rows } = await pool.query("select 1 from hub.transfer_job where status = 'PENDING' and next_attempt_at <= now() limit 1");
+      const { rows } = await pool.query(`select 1 from hub.transfer_job where ${DUE} limit 1`);
       return rows.length > 0;
     } catch {
       return true;
@@ -73,7 +76,7 @@ export function startTransferWorker(superuserUrl: string, options: ResolvedTrans
       await client.query("begin");
       const { rows } = await client.query<TransferJob>(
         `select id, kind, casino_id, withdrawal_request_id, mp_transfer_id, cursor, attempts from hub.transfer_job
-          where status = 'PENDING' and next_attempt_at <= now()
+          where ${DUE}
           order by next_attempt_at limit 1
           for update skip locked`,
       );
