@@ -4,8 +4,11 @@ import t from "tap";
 import pg from "pg";
 import { startTestServer, type TestServer } from "@hubpkg/hub/test";
 import { createWithPgClient } from "postgraphile/adaptors/pg";
+import type { WithPgClient } from "postgraphile/@dataplan/pg";
+import { startAndListen } from "@hubpkg/hub";
 // Internal: the GraphQL pool's withPgClient (src/db/pipelined-adaptor.ts).
 import { makePipelinedWithPgClient } from "../dist/src/db/pipelined-adaptor.js";
+import { markOneStatement } from "../dist/src/db/one-statement-executor.js";
 import { makePreset } from "../dist/src/graphql/preset.js";
 import { DEFAULT_QUERY_LIMITS } from "../dist/src/graphql/query-limits.js";
 import { createLogger } from "../dist/src/logger.js";
@@ -140,14 +143,14 @@ t.test("two round trips per request as Postgres sees them: begin, set_config and
     await counter.close();
   });
   const viaPipeline = makePipelinedWithPgClient(pipelined);
-  const viaStock: typeof viaPipeline = createWithPgClient({ pool: stockPool });
-  const oneQuery = (w: typeof viaPipeline) => w(settings, async (client) => (await client.query<{ ok: number }>({ text: "select 1 as ok" })).rows[0]!.ok);
-  const twoQueries = (w: typeof viaPipeline) =>
+  const viaStock: WithPgClient = createWithPgClient({ pool: stockPool });
+  const oneQuery = (w: WithPgClient) => w(settings, async (client) => (await client.query<{ ok: number }>({ text: "select 1 as ok" })).rows[0]!.ok);
+  const twoQueries = (w: WithPgClient) =>
     w(settings, async (client) => {
       await client.query({ text: "select 1" });
       return (await client.query<{ ok: number }>({ text: "select 2 as ok" })).rows[0]!.ok;
     });
-  const measure = async (w: typeof viaPipeline, request: typeof oneQuery) => {
+  const measure = async (w: WithPgClient, request: typeof oneQuery) => {
     await request(w); // connection, authentication and per-connection setup out of the way
     counter.reset();
     await request(w);
@@ -156,6 +159,9 @@ t.test("two round trips per request as Postgres sees them: begin, set_config and
   t.equal(await measure(viaPipeline, oneQuery), 2, "one query: (begin, set_config, query), then commit");
   t.equal(await measure(viaPipeline, twoQueries), 3, "two queries: one more");
   t.equal(await measure(viaStock, oneQuery), 4, "control: the stock adaptor waits after begin and after set_config");
+  const oneStatement = (w: WithPgClient) => w(settings, markOneStatement(async (client) => (await client.query<{ ok: number }>({ text: "select 1 as ok" })).rows[0]!.ok));
+  t.equal(await measure(viaPipeline, oneStatement), 1, "a one-statement callback: begin, set_config, the statement and commit together");
+  t.equal(await measure(viaStock, oneStatement), 4, "the stock adaptor ignores the mark");
 });
 t.test("the preset's adaptor is the one its maker asks for, whatever mode the pool is in", async (t) => {
   const counter = await roundTripCounter(new URL(server.databaseUrl));
@@ -180,9 +186,9 @@ t.test("the preset's adaptor is the one its maker asks for, whatever mode the po
       statementTimeoutMs: 0,
     });
     const service = preset.pgServices![0]!;
-    return (await service.adaptor.createWithPgClient(service.adaptorSettings)) as typeof withPgClient;
+    return (await service.adaptor.createWithPgClient(service.adaptorSettings)) as WithPgClient;
   };
-  const tripsOfOneQuery = async (w: typeof withPgClient) => {
+  const tripsOfOneQuery = async (w: WithPgClient) => {
     const request = () => w(settings, async (client) => (await client.query<{ ok: number }>({ text: "select 1 as ok" })).rows[0]!.ok);
     await request(); // connection and per-connection setup out of the way
     counter.reset();
@@ -250,4 +256,155 @@ t.test("without settings: no transaction, queries run as the connection's user",
   });
   t.not(row.who, "app_postgraphile");
   t.equal(row.sameTransaction, false, "each statement is its own transaction: no begin was sent");
+});
+
+t.test("a one-statement call: its statement commits, and only then is its result returned", async (t) => {
+  const one: WithPgClient = (pgSettings, callback) => withPgClient(pgSettings, markOneStatement(callback));
+  const pid = async () => (await pool.query<{ pid: number }>("select pg_backend_pid() as pid")).rows[0]!.pid;
+  const before = await pid();
+  const returned = await one(settings, async (client) => (await client.query<{ n: number }>({ text: "insert into public.pipeline_probe values (20) returning n" })).rows[0]!.n);
+  t.equal(returned, 20);
+  t.same((await server.dbPool.query("select n from public.pipeline_probe where n = 20")).rows, [{ n: 20 }], "visible to another connection as soon as the call returned");
+  const inside = await one(settings, async (client) => (await client.query<{ who: string; uid: string }>({ text: "select current_user as who, current_setting('session.user_id') as uid" })).rows[0]!);
+  t.same(inside, { who: "app_postgraphile", uid: settings["session.user_id"] }, "the settings apply to the statement");
+  const after = await pool.query<{ who: string; uid: string | null; status: string }>(
+    "select current_user as who, current_setting('session.user_id', true) as uid, (select state from pg_stat_activity where pid = pg_backend_pid()) as status",
+  );
+  t.not(after.rows[0]!.who, "app_postgraphile", "and end with the transaction");
+  t.notOk(after.rows[0]!.uid);
+  t.equal(await pid(), before, "the same connection served every call (the pool has one): none was dropped");
+});
+
+t.test("a one-statement call whose statement fails: the caller gets that error, nothing is kept, the connection is reused", async (t) => {
+  const one: WithPgClient = (pgSettings, callback) => withPgClient(pgSettings, markOneStatement(callback));
+  const pid = async () => (await pool.query<{ pid: number }>("select pg_backend_pid() as pid")).rows[0]!.pid;
+  await one(settings, async (client) => client.query({ text: "insert into public.pipeline_probe values (30)" }));
+  const before = await pid();
+  await t.rejects(
+    one(settings, async (client) => client.query({ text: "insert into public.pipeline_probe values (31), (30)" })),
+    { code: "23505" },
+    "the duplicate key, not a transaction error",
+  );
+  t.same((await server.dbPool.query("select n from public.pipeline_probe where n in (30, 31) order by n")).rows, [{ n: 30 }], "31 was rolled back with it");
+  t.equal(await pid(), before, "the connection was not dropped");
+  t.equal((await one(settings, async (client) => (await client.query<{ ok: number }>({ text: "select 1 as ok" })).rows[0]!.ok)), 1, "and serves the next call");
+});
+
+t.test("a one-statement call with a setting Postgres refuses: that error, and the statement never ran", async (t) => {
+  let statementError: unknown;
+  await t.rejects(
+    withPgClient(
+      { role: "no_such_role_here" },
+      markOneStatement(async (client) => {
+        try {
+          await client.query({ text: "insert into public.pipeline_probe values (98)" });
+        } catch (error) {
+          statementError = error;
+          throw error;
+        }
+      }),
+    ),
+    { message: /role "no_such_role_here" does not exist/ },
+  );
+  t.equal((statementError as { code?: string }).code, "25P02", "refused (transaction aborted), never run without the settings");
+  t.same((await server.dbPool.query("select n from public.pipeline_probe where n = 98")).rows, []);
+});
+
+t.test("a one-statement call whose commit fails (a deferred constraint): the caller gets the commit's error, not the statement's result", async (t) => {
+  await server.dbPool.query("create table public.deferred_probe (n int, constraint deferred_probe_n unique (n) deferrable initially deferred)");
+  await server.dbPool.query("grant insert, select on public.deferred_probe to app_postgraphile");
+  const pid = async () => (await pool.query<{ pid: number }>("select pg_backend_pid() as pid")).rows[0]!.pid;
+  const before = await pid();
+  await t.rejects(
+    withPgClient(settings, markOneStatement(async (client) => (await client.query<{ n: number }>({ text: "insert into public.deferred_probe values (1), (1) returning n" })).rows.length)),
+    { code: "23505", constraint: "deferred_probe_n" },
+  );
+  t.same((await server.dbPool.query("select n from public.deferred_probe")).rows, [], "nothing committed");
+  t.equal(await pid(), before, "the connection was not dropped: the failed commit ended the transaction");
+});
+
+t.test("a one-statement call that sends a second statement: refused, since the commit already followed the first", async (t) => {
+  const one: WithPgClient = (pgSettings, callback) => withPgClient(pgSettings, markOneStatement(callback));
+  await t.rejects(
+    one(settings, async (client) => {
+      await client.query({ text: "select 1" });
+      await client.query({ text: "insert into public.pipeline_probe values (97)" });
+    }),
+    { message: /second|after the one statement/ },
+  );
+  t.same((await server.dbPool.query("select n from public.pipeline_probe where n = 97")).rows, [], "the second statement never ran");
+  const ok = await withPgClient(settings, async (client) => (await client.query<{ ok: number }>({ text: "select 1 as ok" })).rows[0]!.ok);
+  t.equal(ok, 1, "the connection serves the next call");
+});
+
+t.test("through the hub: @dataplan/pg's own statements take one round trip each, and a user plugin's several statements still share one transaction", async (t) => {
+  await server.dbPool.query("create schema probe_schema");
+  await server.dbPool.query("create table probe_schema.item (n int primary key)");
+  await server.dbPool.query("grant usage on schema probe_schema to app_postgraphile");
+  await server.dbPool.query("grant select, insert on probe_schema.item to app_postgraphile");
+  const counter = await roundTripCounter(new URL(server.databaseUrl));
+  const { extendSchema, gql } = await import("@hubpkg/hub/graphile");
+  const { context, sideEffect } = await import("@hubpkg/hub/grafast");
+  // As a user writes it: two statements with the request's GraphQL client, which must share one transaction.
+  const TwoStatements = extendSchema(() => ({
+    typeDefs: gql`
+      extend type Query {
+        twoStatementsSameTransaction: Boolean
+      }
+    `,
+    objects: {
+      Query: {
+        plans: {
+          twoStatementsSameTransaction() {
+            const $withPgClient = context().get("withPgClient");
+            const $pgSettings = context().get("pgSettings");
+            return sideEffect([$withPgClient, $pgSettings], async ([withPg, pgSettings]) =>
+              (withPg as WithPgClient)(pgSettings as Record<string, string>, async (client) => {
+                const a = await client.query<{ tx: string }>({ text: "select txid_current()::text as tx" });
+                const b = await client.query<{ tx: string }>({ text: "select txid_current()::text as tx" });
+                return a.rows[0]!.tx === b.rows[0]!.tx;
+              }),
+            );
+          },
+        },
+      },
+    },
+  }), "TwoStatementsProbe");
+  const hub = await startAndListen({
+    port: 0,
+    host: "127.0.0.1",
+    handleSignals: false,
+    logLevel: "silent",
+    databaseUrl: counter.url,
+    superuserDatabaseUrl: server.superuserDatabaseUrl,
+    extraPgSchemas: ["probe_schema"],
+    plugins: [TwoStatements],
+  });
+  t.teardown(async () => {
+    await hub.stop();
+    await counter.close();
+  });
+  const post = async (query: string) => {
+    const response = await fetch(`${hub.url}/graphql`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ query }) });
+    return (await response.json()) as { data?: Record<string, unknown>; errors?: Array<{ message: string }> };
+  };
+  const trips = async (query: string) => {
+    await post("{ __typename }");
+    counter.reset();
+    const body = await post(query);
+    return { body, trips: counter.count() };
+  };
+  const read = await trips("{ allItems { nodes { n } } }");
+  t.same(read.body, { data: { allItems: { nodes: [] } } });
+  t.equal(read.trips, 1, "a query: one round trip");
+  const write = await trips("mutation { createItem(input: { item: { n: 7 } }) { item { n } } }");
+  t.same(write.body, { data: { createItem: { item: { n: 7 } } } });
+  t.equal(write.trips, 1, "a mutation: one round trip");
+  t.same((await server.dbPool.query("select n from probe_schema.item")).rows, [{ n: 7 }], "committed");
+  const duplicate = await trips("mutation { createItem(input: { item: { n: 7 } }) { item { n } } }");
+  t.match(duplicate.body.errors?.[0]?.message ?? "", /already exists/, "a failing mutation reports its error");
+  t.same((await server.dbPool.query("select n from probe_schema.item")).rows, [{ n: 7 }]);
+  const user = await trips("{ twoStatementsSameTransaction }");
+  t.same(user.body, { data: { twoStatementsSameTransaction: true } }, "a user's callback with two statements keeps one transaction");
+  t.equal(user.trips, 3, "(begin, set_config, first), second, commit");
 });

@@ -1,5 +1,5 @@
 import type { Socket } from "node:net";
-import type pg from "pg";
+import pg from "pg";
 import {
   createWithPgClient,
   makePgService,
@@ -7,6 +7,7 @@ import {
   type PgAdaptorSettings,
 } from "postgraphile/adaptors/pg";
 import type { PgClient, WithPgClient } from "postgraphile/@dataplan/pg";
+import { isOneStatement, routeOneStatementCalls } from "./one-statement-executor.js";
 
 /**
  * The GraphQL pool's `withPgClient`, with the transaction prologue pipelined.
@@ -19,6 +20,12 @@ import type { PgClient, WithPgClient } from "postgraphile/@dataplan/pg";
  * `begin`, the `set_config` and the request's first query back to back and
  * waits once, so the same request takes two round trips (that, then `commit`),
  * and the first goes out in one packet.
+ *
+ * When the callback is known to send exactly one statement (the statements
+ * @dataplan/pg builds itself: src/db/one-statement-executor.ts marks their
+ * callbacks), `commit` goes in that same packet too:
+ * one round trip. The commit's answer is still awaited before the result is
+ * returned, so a statement is never reported done that did not commit.
  *
  * What stays exactly as in the stock adaptor:
  * - the same statements, in the same order, in one transaction; a query can
@@ -47,6 +54,7 @@ export function makePipelinedWithPgClient(pool: pg.Pool): WithPgClient {
 
     const client = await pool.connect();
     let broken: Error | undefined;
+    let statement: CommitBehindFirstStatement | undefined;
     try {
       if (!configured.has(client)) {
         configured.add(client);
@@ -61,16 +69,25 @@ export function makePipelinedWithPgClient(pool: pg.Pool): WithPgClient {
       corkUntilNextTurn(client);
       const prologue = Promise.all([client.query("begin"), client.query({ name: SET_CONFIG_NAME, text: SET_CONFIG, values: [settingsJson] })]);
       prologue.catch(() => undefined); // awaited below, on success and on failure
+      if (isOneStatement(callback)) statement = new CommitBehindFirstStatement(client);
       try {
-        const result = await inTransaction(client, true)(null, callback);
+        const result = await inTransaction(statement ? statement.client : client, true)(null, callback);
         await prologue;
-        await client.query("commit");
+        await (statement ? statement.commit() : client.query("commit"));
         return result;
       } catch (error) {
-        try {
-          await client.query("rollback");
-        } catch (rollbackError) {
-          broken = rollbackError as Error;
+        if (statement?.committing) {
+          // The transaction is over: Postgres ran the commit that followed the
+          // statement (as a rollback, when something before it failed).
+          await statement.committing.catch((commitError: unknown) => {
+            if (!(commitError instanceof pg.DatabaseError)) broken = commitError as Error;
+          });
+        } else {
+          try {
+            await client.query("rollback");
+          } catch (rollbackError) {
+            broken = rollbackError as Error;
+          }
         }
         throw await prologue.then(
           () => error,
@@ -78,10 +95,71 @@ export function makePipelinedWithPgClient(pool: pg.Pool): WithPgClient {
         );
       }
     } finally {
+      statement?.close();
       // A client that could not even roll back is dropped by the pool, not reused mid-transaction.
       client.release(broken);
     }
   };
+}
+
+/**
+ * The connection as a one-statement callback sees it: its first
+ * query is followed at once by `commit`, written in the same packet (the
+ * connection is corked until the next turn, and in pipeline mode node-postgres
+ * sends a query without waiting for the previous answer). The transaction is
+ * then over as soon as that statement is, one round trip for the whole
+ * request instead of two. A second query while the call lasts would run after
+ * the commit, outside the transaction and without the settings, so it is
+ * refused; once the call is over, the object forwards to the connection (a
+ * prepared-statement cache of @dataplan/pg keeps the first client it saw, and
+ * deallocates through it later).
+ *
+ * Only what @dataplan/pg's adaptor uses of a node-postgres client is offered.
+ */
+class CommitBehindFirstStatement {
+  /** The commit, once written. */
+  committing: Promise<unknown> | undefined;
+  private open = true;
+  readonly client: pg.PoolClient;
+
+  constructor(private readonly connection: pg.PoolClient) {
+    const query = (...args: Parameters<pg.PoolClient["query"]>): unknown => {
+      if (!this.open) return (connection.query as (...a: unknown[]) => unknown)(...args);
+      if (this.committing) {
+        return Promise.reject(
+          new Error("A statement was sent after the one statement of a one-statement withPgClient call; it was refused, since the transaction was already committed."),
+        );
+      }
+      const result = (connection.query as (...a: unknown[]) => unknown)(...args);
+      this.committing = connection.query("commit");
+      this.committing.catch(() => undefined); // awaited by the caller, on success and on failure
+      return result;
+    };
+    this.client = {
+      query,
+      get connection() {
+        return (connection as unknown as { connection: unknown }).connection;
+      },
+      escapeIdentifier: (text: string) => connection.escapeIdentifier(text),
+      addListener(event: string, listener: (...args: unknown[]) => void) {
+        connection.addListener(event, listener);
+        return this;
+      },
+      removeListener(event: string, listener: (...args: unknown[]) => void) {
+        connection.removeListener(event, listener);
+        return this;
+      },
+    } as unknown as pg.PoolClient;
+  }
+
+  /** The commit: the one already written, or (when the callback sent nothing) one sent now. */
+  commit(): Promise<unknown> {
+    return (this.committing ??= this.connection.query("commit"));
+  }
+
+  close(): void {
+    this.open = false;
+  }
 }
 
 /**
@@ -124,6 +202,7 @@ function inTransaction(client: pg.PoolClient, already: boolean): WithPgClient {
  * the stock one for the superuser pool. The pool must be in pipeline mode.
  */
 export function makePipelinedPgService(options: Parameters<typeof makePgService>[0] & { pool: pg.Pool }): ReturnType<typeof makePgService> {
+  routeOneStatementCalls();
   const service = makePgService(options);
   const stock = service.adaptor;
   service.adaptor = {

@@ -1,0 +1,72 @@
+import createDebug from "debug";
+import { PgExecutor, type WithPgClient } from "postgraphile/@dataplan/pg";
+
+/**
+ * Callbacks known to send exactly one statement and nothing after it. Knowing
+ * that in advance lets a withPgClient that looks here (the hub's pipelined
+ * adaptor) put `commit` on the wire right behind the statement, in the same
+ * packet, instead of waiting for the statement's answer before sending it. Any
+ * other withPgClient ignores the mark, and a wrapper that wraps the callback
+ * (to add statements of its own) loses it, falling back to the general path.
+ */
+const oneStatementCallbacks = new WeakSet<object>();
+
+export function markOneStatement<F extends (...args: never[]) => unknown>(callback: F): F {
+  oneStatementCallbacks.add(callback);
+  return callback;
+}
+
+export function isOneStatement(callback: object): boolean {
+  return oneStatementCallbacks.has(callback);
+}
+
+interface ExecutorContext {
+  withPgClient: WithPgClient;
+  pgSettings: Record<string, string | undefined> | null;
+}
+type Execute = (this: PgExecutor, context: ExecutorContext, ...rest: unknown[]) => Promise<unknown>;
+type ExecuteMutation = (this: PgExecutor, options: { context: ExecutorContext }) => Promise<unknown>;
+
+/**
+ * @dataplan/pg's executor runs each statement it builds itself (a plan's
+ * select, a mutation's insert, update or delete) through two methods whose
+ * callback sends that one statement and returns its result: nothing before it,
+ * nothing after it. Their callbacks are marked as such on the way to the
+ * withPgClient; nothing else about the call changes. Every other use of
+ * withPgClient (plugins' withPgClient steps, transactions, cursors) is
+ * unmarked and keeps the general path, which sends the commit only once the
+ * callback is done.
+ *
+ * With DEBUG naming @dataplan/pg:PgExecutor:explain, the executor sends an
+ * EXPLAIN after the statement, so the routing is off while that is enabled.
+ * If a later @dataplan/pg renames either method, start-up fails here rather
+ * than silently losing the routing; the versions are pinned.
+ */
+const explainDebug = createDebug("@dataplan/pg:PgExecutor:explain");
+let routed = false;
+
+export function routeOneStatementCalls(): void {
+  if (routed) return;
+  const prototype = PgExecutor.prototype as unknown as { _execute: Execute; executeMutation: ExecuteMutation };
+  const execute = prototype._execute;
+  const executeMutation = prototype.executeMutation;
+  if (typeof execute !== "function" || typeof executeMutation !== "function") {
+    throw new Error("@dataplan/pg's PgExecutor no longer has _execute and executeMutation; src/db/one-statement-executor.ts must follow the new version.");
+  }
+  prototype._execute = function (context, ...rest) {
+    return execute.call(this, oneStatementContext(context), ...rest);
+  };
+  prototype.executeMutation = function (options) {
+    const context = oneStatementContext(options.context);
+    return executeMutation.call(this, context === options.context ? options : { ...options, context });
+  };
+  routed = true;
+}
+
+function oneStatementContext(context: ExecutorContext): ExecutorContext {
+  if (explainDebug.enabled) return context;
+  const withPgClient = context.withPgClient;
+  const marking: WithPgClient = (pgSettings, callback) => withPgClient(pgSettings, markOneStatement(callback));
+  // Everything else (pgSettings, the executor's per-request cache) is read through to the original.
+  return Object.create(context, { withPgClient: { value: marking } }) as ExecutorContext;
+}
