@@ -1,6 +1,7 @@
 import "./helpers/env.js";
 import net from "node:net";
 import t from "tap";
+import createDebug from "debug";
 import pg from "pg";
 import { startTestServer, type TestServer } from "@hubpkg/hub/test";
 import { createWithPgClient } from "postgraphile/adaptors/pg";
@@ -404,6 +405,20 @@ t.test("through the hub: @dataplan/pg's own statements take one round trip each,
   const duplicate = await trips("mutation { createItem(input: { item: { n: 7 } }) { item { n } } }");
   t.match(duplicate.body.errors?.[0]?.message ?? "", /already exists/, "a failing mutation reports its error");
   t.same((await server.dbPool.query("select n from probe_schema.item")).rows, [{ n: 7 }]);
+  // With @dataplan/pg's EXPLAIN debugging on, its callback sends an EXPLAIN after the statement: the general path.
+  const previous = createDebug.disable();
+  const log = createDebug.log;
+  createDebug.log = () => undefined;
+  createDebug.enable("@dataplan/pg:PgExecutor:explain");
+  try {
+    const explained = await trips("{ allItems { nodes { n } } }");
+    t.same(explained.body, { data: { allItems: { nodes: [{ n: 7 }] } } }, "with EXPLAIN debugging on, a query still answers");
+    t.equal(explained.trips, 3, "(begin, set_config, query), EXPLAIN, commit");
+  } finally {
+    createDebug.disable();
+    if (previous) createDebug.enable(previous);
+    createDebug.log = log;
+  }
   const user = await trips("{ twoStatementsSameTransaction }");
   t.same(user.body, { data: { twoStatementsSameTransaction: true } }, "a user's callback with two statements keeps one transaction");
   t.equal(user.trips, 3, "(begin, set_config, first), second, commit");

@@ -9,15 +9,15 @@ import { PgExecutor, type WithPgClient } from "postgraphile/@dataplan/pg";
  * other withPgClient ignores the mark, and a wrapper that wraps the callback
  * (to add statements of its own) loses it, falling back to the general path.
  */
-const oneStatementCallbacks = new WeakSet<object>();
+const ONE_STATEMENT = Symbol("hub.oneStatement");
 
 export function markOneStatement<F extends (...args: never[]) => unknown>(callback: F): F {
-  oneStatementCallbacks.add(callback);
+  (callback as F & { [ONE_STATEMENT]?: true })[ONE_STATEMENT] = true;
   return callback;
 }
 
 export function isOneStatement(callback: object): boolean {
-  return oneStatementCallbacks.has(callback);
+  return (callback as { [ONE_STATEMENT]?: true })[ONE_STATEMENT] === true;
 }
 
 interface ExecutorContext {
@@ -26,6 +26,8 @@ interface ExecutorContext {
 }
 type Execute = (this: PgExecutor, context: ExecutorContext, ...rest: unknown[]) => Promise<unknown>;
 type ExecuteMutation = (this: PgExecutor, options: { context: ExecutorContext }) => Promise<unknown>;
+/** Where the executor keeps a request's cache of query results, which a mutation clears. */
+type ExecutorCache = { reset(): void } | undefined;
 
 /**
  * @dataplan/pg's executor runs each statement it builds itself (a plan's
@@ -53,20 +55,28 @@ export function routeOneStatementCalls(): void {
   if (typeof execute !== "function" || typeof executeMutation !== "function") {
     throw new Error("@dataplan/pg's PgExecutor no longer has _execute and executeMutation; src/db/one-statement-executor.ts must follow the new version.");
   }
+  // Each is handed a context of its own with the marking withPgClient: a plain
+  // object of the two fields they read, cheaper than one inheriting from the
+  // request's context.
   prototype._execute = function (context, ...rest) {
-    return execute.call(this, oneStatementContext(context), ...rest);
+    if (explainDebug.enabled) return execute.call(this, context, ...rest);
+    return execute.call(this, marking(context), ...rest);
   };
-  prototype.executeMutation = function (options) {
-    const context = oneStatementContext(options.context);
-    return executeMutation.call(this, context === options.context ? options : { ...options, context });
+  prototype.executeMutation = async function (options) {
+    if (explainDebug.enabled) return executeMutation.call(this, options);
+    const result = await executeMutation.call(this, { ...options, context: marking(options.context) });
+    // What the original does after a mutation, on the request's own context:
+    // the request's cached query results may be stale now.
+    (options.context as unknown as Record<symbol, ExecutorCache>)[(this as unknown as { $$cache: symbol }).$$cache]?.reset();
+    return result;
   };
   routed = true;
 }
 
-function oneStatementContext(context: ExecutorContext): ExecutorContext {
-  if (explainDebug.enabled) return context;
+function marking(context: ExecutorContext): ExecutorContext {
   const withPgClient = context.withPgClient;
-  const marking: WithPgClient = (pgSettings, callback) => withPgClient(pgSettings, markOneStatement(callback));
-  // Everything else (pgSettings, the executor's per-request cache) is read through to the original.
-  return Object.create(context, { withPgClient: { value: marking } }) as ExecutorContext;
+  return {
+    withPgClient: (pgSettings, callback) => withPgClient(pgSettings, markOneStatement(callback)),
+    pgSettings: context.pgSettings,
+  };
 }

@@ -120,41 +120,49 @@ class CommitBehindFirstStatement {
   /** The commit, once written. */
   committing: Promise<unknown> | undefined;
   private open = true;
-  readonly client: pg.PoolClient;
 
-  constructor(private readonly connection: pg.PoolClient) {
-    const query = (...args: Parameters<pg.PoolClient["query"]>): unknown => {
-      if (!this.open) return (connection.query as (...a: unknown[]) => unknown)(...args);
-      if (this.committing) {
-        return Promise.reject(
-          new Error("A statement was sent after the one statement of a one-statement withPgClient call; it was refused, since the transaction was already committed."),
-        );
-      }
-      const result = (connection.query as (...a: unknown[]) => unknown)(...args);
-      this.committing = connection.query("commit");
-      this.committing.catch(() => undefined); // awaited by the caller, on success and on failure
-      return result;
-    };
-    this.client = {
-      query,
-      get connection() {
-        return (connection as unknown as { connection: unknown }).connection;
-      },
-      escapeIdentifier: (text: string) => connection.escapeIdentifier(text),
-      addListener(event: string, listener: (...args: unknown[]) => void) {
-        connection.addListener(event, listener);
-        return this;
-      },
-      removeListener(event: string, listener: (...args: unknown[]) => void) {
-        connection.removeListener(event, listener);
-        return this;
-      },
-    } as unknown as pg.PoolClient;
+  constructor(private readonly real: pg.PoolClient) {}
+
+  /** What the callback is given instead of the connection. */
+  get client(): pg.PoolClient {
+    return this as unknown as pg.PoolClient;
+  }
+
+  query(...args: unknown[]): unknown {
+    const send = this.real.query as (...a: unknown[]) => unknown;
+    if (!this.open) return send.apply(this.real, args);
+    if (this.committing) {
+      return Promise.reject(
+        new Error("A statement was sent after the one statement of a one-statement withPgClient call; it was refused, since the transaction was already committed."),
+      );
+    }
+    const result = send.apply(this.real, args);
+    this.committing = this.real.query("commit");
+    this.committing.catch(() => undefined); // awaited by the caller, on success and on failure
+    return result;
+  }
+
+  get connection(): unknown {
+    return (this.real as unknown as { connection: unknown }).connection;
+  }
+
+  escapeIdentifier(text: string): string {
+    return this.real.escapeIdentifier(text);
+  }
+
+  addListener(event: string, listener: (...args: unknown[]) => void): this {
+    this.real.addListener(event, listener);
+    return this;
+  }
+
+  removeListener(event: string, listener: (...args: unknown[]) => void): this {
+    this.real.removeListener(event, listener);
+    return this;
   }
 
   /** The commit: the one already written, or (when the callback sent nothing) one sent now. */
   commit(): Promise<unknown> {
-    return (this.committing ??= this.connection.query("commit"));
+    return (this.committing ??= this.real.query("commit"));
   }
 
   close(): void {
