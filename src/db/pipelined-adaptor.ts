@@ -96,7 +96,7 @@ export function makePipelinedWithPgClient(pool: pg.Pool): WithPgClient {
       }
     } finally {
       statement?.close();
-      // A client that could not even roll back is dropped by the pool, not reused mid-transaction.
+      // A client whose transaction could not be ended (its rollback or commit failed short of Postgres) is dropped by the pool, not reused mid-transaction.
       client.release(broken);
     }
   };
