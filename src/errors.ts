@@ -93,7 +93,7 @@ export const HubErrorCodes = {
   HUB_MIGRATION_NAME: "The migrations folder cannot be read, a numbered file is not named like 001-name.sql, or two files share a number.",
   HUB_NESTED_TRANSACTION: "withPgClientTransaction was called on a client already inside a transaction it began.",
   HUB_NOT_STARTED: "The superuserPool exported by @hubpkg/hub/db was used before the server started.",
-  HUB_CLI_USAGE: "The command line does not fit the tool's grammar (exit status 2).",
+  HUB_CLI_USAGE: "The command line does not fit the grammar of the `hub` tool, or `node dist/server.js` was given an argument (it takes none) (exit status 2).",
   HUB_CLI_FAILED: "A command of the tool failed for a reason its message fully explains: no such key, casino or player, a duplicate name (exit status 1).",
 } as const;
 

@@ -1,4 +1,5 @@
 import "./helpers/env.js";
+import fs from "node:fs";
 import path from "node:path";
 import t from "tap";
 import { gql } from "./helpers/http.js";
@@ -43,6 +44,24 @@ t.test("HUB_CONFIG and HUB_EXAMPLES errors are clear", async (t) => {
   const bad = await runServerExpectingFailure({ HUB_DATA_DIR: tmpDir(t), HUB_EXAMPLES: "maybe" });
   t.equal(bad.code, 1);
   t.match(bad.stderr, /HUB_EXAMPLES is invalid: received "maybe", expected on or off/);
+});
+
+t.test("node dist/server.js takes no arguments: --help lists the variables, anything else stops it before it starts", async (t) => {
+  const dataDir = path.join(tmpDir(t), "never-created");
+  const help = await runServerExpectingFailure({ HUB_DATA_DIR: dataDir }, ["--help"]);
+  t.equal(help.code, 0, "--help exits 0");
+  t.match(help.stdout, /^Usage: node dist\/server\.js/, "the usage on stdout");
+  for (const variable of ["DATABASE_URL", "SUPERUSER_DATABASE_URL", "HUB_DATA_DIR", "PORT", "HOST", "LOG_LEVEL", "HUB_CONFIG", "HUB_EXAMPLES"]) {
+    t.match(help.stdout, new RegExp(`\\b${variable}\\b`), `names ${variable}`);
+  }
+  t.equal(help.stderr, "", "nothing else: no log line, no Postgres started");
+  t.equal((await runServerExpectingFailure({ HUB_DATA_DIR: dataDir }, ["-h"])).code, 0, "-h too");
+
+  const wrong = await runServerExpectingFailure({ HUB_DATA_DIR: dataDir }, ["--port", "5000"]);
+  t.equal(wrong.code, 2, "a wrong command line exits 2, as the hub tool's does");
+  t.equal(wrong.stdout, "");
+  t.match(wrong.stderr, /^hub: node dist\/server\.js takes no arguments; received "--port" "5000"\. .*PORT=5000 node dist\/server\.js.* \[HUB_CLI_USAGE\]\n$/);
+  t.notOk(fs.existsSync(dataDir), "neither started nor created the embedded Postgres");
 });
 
 t.test("HUB_EXAMPLES=off starts the bare hub", async (t) => {

@@ -8,6 +8,18 @@ import { discardPrewarmed, prewarmDatabase } from "../db/database.js";
 import { createLogger } from "../logger.js";
 import { HubError } from "../errors.js";
 import { optionsFromEnvironment } from "./environment-options.js";
+import { SERVER_USAGE, serverArguments } from "./server-usage.js";
+
+// Before anything starts: a mistaken argument must not start a server on settings its operator did not mean.
+try {
+  if (serverArguments(process.argv.slice(2)) === "help") {
+    process.stdout.write(SERVER_USAGE);
+    process.exit(0);
+  }
+} catch (error) {
+  process.stderr.write(`hub: ${(error as HubError).message} [${(error as HubError).code}]\n`);
+  process.exit(2);
+}
 
 // Postgres boots in its own process while the heavy modules below load.
 try {

@@ -44,21 +44,22 @@ export function startServerProcess(env: Record<string, string>, timeoutMs = 60_0
   });
 }
 
-/** Run `node dist/server.js` expecting it to fail; returns exit code and stderr. */
-export function runServerExpectingFailure(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+/** Run `node dist/server.js [args]` expecting it to exit without serving; returns exit code, stdout and stderr. */
+export function runServerExpectingFailure(env: Record<string, string>, args: string[] = []): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [path.join(ROOT, "dist/server.js")], {
+    const child = spawn(process.execPath, [path.join(ROOT, "dist/server.js"), ...args], {
       cwd: ROOT,
       env: { ...process.env, PORT: "0", ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });
+    let stdout = "";
     let stderr = "";
     child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
-    child.stdout.on("data", () => undefined);
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
     const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
     child.on("exit", (code) => {
       clearTimeout(timer);
-      resolve({ code, stderr });
+      resolve({ code, stdout, stderr });
     });
   });
 }

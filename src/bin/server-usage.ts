@@ -1,0 +1,40 @@
+/**
+ * The command line of `node dist/server.js`: none. The server is configured by
+ * environment variables only, so an argument such as `--port 5000` was a
+ * mistake that would otherwise start a server on other settings than the ones
+ * its operator believes; `--help` says where the settings are instead of
+ * starting (and creating an embedded database in the working directory).
+ */
+import { describeValue, HubError } from "../errors.js";
+
+export const SERVER_USAGE = `Usage: node dist/server.js   (npm start)
+
+Starts the hub. It takes no arguments: it is configured by environment
+variables, read at start-up (README, "Configuration"):
+
+  DATABASE_URL, SUPERUSER_DATABASE_URL
+                   Postgres to use; both unset: the embedded Postgres
+  HUB_DATA_DIR     the embedded Postgres's data (default ./.hub)
+  PORT, HOST       where to listen (default 4000 on 127.0.0.1; 0.0.0.0 in production)
+  NODE_ENV         development (default), production or test
+  LOG_LEVEL        fatal, error, warn, info (default), debug, trace or silent
+  LOG_PRETTY       true or false (default: pretty in a development terminal)
+  HUB_PLAYGROUND, HUB_INTROSPECTION, HUB_DASHBOARD
+                   on or off (HUB_DASHBOARD: or the path to serve it at)
+  HUB_CONFIG       a module whose default export is the ServerOptions to start with
+  HUB_EXAMPLES     off: the bare hub instead of the demo plugins and routes
+
+Operators' keys, player sessions, casinos and balances: hub --help
+(node dist/cli.js --help).
+`;
+
+/** "help" for -h/--help; throws HUB_CLI_USAGE for any other argument. */
+export function serverArguments(argv: readonly string[]): "help" | "start" {
+  if (argv.length === 0) return "start";
+  if (argv.length === 1 && (argv[0] === "--help" || argv[0] === "-h")) return "help";
+  throw new HubError(
+    "HUB_CLI_USAGE",
+    `node dist/server.js takes no arguments; received ${argv.map((a) => describeValue(a)).join(" ")}. ` +
+      "It is configured by environment variables (PORT=5000 node dist/server.js); node dist/server.js --help lists them.",
+  );
+}
