@@ -20,14 +20,26 @@ import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { parseArgs } from "node:util";
+import { benchArgs } from "./lib/args.js";
 import { Target } from "./lib/target.js";
 import { runLoad } from "./lib/load.js";
 import { comparisonMarkdown } from "./lib/profile.js";
 import type { HttpRequest } from "./lib/scenarios.js";
 import { SERVER_ENV, median } from "./lib/util.js";
 
-const { values: opts } = parseArgs({
+const USAGE = `Usage: npm run build && node --import tsx bench/ab.ts [options]
+
+  --targets LIST      hub first, then any of bare, baseline, fastify-express and bare+PIECE+PIECE…
+                      (the pieces are listed in bench/bare/server.ts; default hub,bare,baseline)
+  --scenarios LIST    typename, health (default typename)
+  --rounds N          interleaved rounds (default 6)
+  --duration S        seconds per timed run (default 3)
+  --connections N     autocannon connections (default 10)
+  --rate N            N requests a second in all instead of as many as are answered
+  --pin               pin the targets to the last core, autocannon to the others
+  --profile DIR       then one profiled run per target; comparisons in DIR/ab-profile-SCENARIO.md
+`;
+const { values: opts } = benchArgs(USAGE, {
   options: {
     targets: { type: "string", default: "hub,bare,baseline" },
     scenarios: { type: "string", default: "typename" },

@@ -4,16 +4,28 @@
  * no configureApp. Both servers run in this process's children on one
  * embedded Postgres; rounds interleave A B A B; we report median req/s.
  *
- *   npm run build && node --import tsx bench/configure-app-overhead.ts [seconds] [connections]
+ *   npm run build && node --import tsx bench/configure-app-overhead.ts [--seconds 5] [--connections 20]
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import autocannon from "autocannon";
+import { benchArgs } from "./lib/args.js";
+import { stopChildrenOnSignal } from "./lib/children.js";
 
-const seconds = Number(process.argv[2] ?? 5);
-const connections = Number(process.argv[3] ?? 20);
+const USAGE = "Usage: npm run build && node --import tsx bench/configure-app-overhead.ts [--seconds 5] [--connections 20]\n";
+const { values: opts } = benchArgs(USAGE, { options: { seconds: { type: "string", default: "5" }, connections: { type: "string", default: "20" } } });
+function positive(name: string, raw: string): number {
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n <= 0) {
+    process.stderr.write(`--${name}: expected a whole number above 0, received ${JSON.stringify(raw)}\n\n${USAGE}`);
+    process.exit(2);
+  }
+  return n;
+}
+const seconds = positive("seconds", opts.seconds);
+const connections = positive("connections", opts.connections);
 const rounds = 3;
 
 const serverScript = (withApp: boolean) => `
@@ -43,6 +55,8 @@ function start(withApp: boolean, dataDir: string): Promise<{ child: ChildProcess
     env: { ...process.env, DATA_DIR: dataDir, NODE_ENV: "production", GRAPHILE_ENV: "production", LOG_LEVEL: "warn" },
     stdio: ["ignore", "pipe", "inherit"],
   });
+  children.add(child);
+  child.once("exit", () => children.delete(child));
   return new Promise((resolve, reject) => {
     let out = "";
     child.stdout!.on("data", (c: Buffer) => {
@@ -72,6 +86,7 @@ async function measure(url: string, duration: number): Promise<{ rps: number; p9
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "hub-bench-"));
+const children = stopChildrenOnSignal(() => fs.rmSync(dataDir, { recursive: true, force: true }));
 const bare = await start(false, dataDir);
 const withApp = await start(true, dataDir);
 try {

@@ -13,7 +13,7 @@
  * measures the same over HTTP, which a busy machine blurs more.
  */
 import { randomUUID } from "node:crypto";
-import { parseArgs } from "node:util";
+import { benchArgs } from "./lib/args.js";
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { createLogger } from "../dist/src/logger.js";
 import { LazyRequestLogger, lazyChildLoggerFactory, RequestLogController } from "../dist/adapters/request-logger.js";
@@ -26,7 +26,8 @@ import type { IdentityResolver } from "../dist/src/auth/resolver.js";
 import type pg from "pg";
 import { median } from "./lib/util.js";
 
-const { values: opts } = parseArgs({ options: { rounds: { type: "string", default: "22" }, requests: { type: "string", default: "5000" }, only: { type: "string" } } });
+const USAGE = "Usage: npm run build && node --import tsx bench/front-items.ts [--rounds 22] [--requests 5000] [--only REGEX]\n";
+const { values: opts } = benchArgs(USAGE, { options: { rounds: { type: "string", default: "22" }, requests: { type: "string", default: "5000" }, only: { type: "string" } } });
 const log = createLogger({ level: "warn", pretty: false });
 // Anonymous requests only: the resolver is never asked, the limiter never holds a connection.
 const resolver = { resolve: async () => undefined, clear() {} } as unknown as IdentityResolver;

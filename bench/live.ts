@@ -23,18 +23,47 @@ import pg from "pg";
 import WebSocket from "ws";
 import { createSession, ensurePlayer } from "../dist/src/auth/credentials.js";
 import { NODE_FLAGS } from "./lib/util.js";
+import { benchArgs } from "./lib/args.js";
+import { stopChildrenOnSignal } from "./lib/children.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const args = process.argv.slice(2);
-const arg = (name: string, fallback: string) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 && args[i + 1] ? args[i + 1]! : fallback;
-};
-const CONNECTIONS = arg("connections", "1000,10000").split(",").map(Number);
-const SUBSCRIBERS = Number(arg("subscribers", "1000"));
-const RATE = Number(arg("rate", "500"));
-const SECONDS = Number(arg("seconds", "20"));
-const IDLE_SECONDS = Number(arg("idle-seconds", "45"));
+const USAGE = `Usage: npm run build && node --import tsx bench/live.ts [options]
+
+  --connections LIST     idle subscribed connections on hub A, one measurement each (default 1000,10000)
+  --subscribers N        players subscribed for the latency run (default 1000)
+  --rate N               balance changes a second (default 500)
+  --seconds S            length of the latency run (default 20)
+  --idle-seconds S       idle time before the second memory reading (default 45)
+  --heap-snapshots DIR   a heap snapshot of hub A at each memory reading
+  --hub-node-options "…" the hubs' Node/V8 flags instead of the bench's own
+`;
+const { values: opts } = benchArgs(USAGE, {
+  options: {
+    connections: { type: "string", default: "1000,10000" },
+    subscribers: { type: "string", default: "1000" },
+    rate: { type: "string", default: "500" },
+    seconds: { type: "string", default: "20" },
+    "idle-seconds": { type: "string", default: "45" },
+    "heap-snapshots": { type: "string", default: "" },
+    "hub-node-options": { type: "string" },
+  },
+});
+function positive(name: string, raw: string): number {
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n <= 0) {
+    process.stderr.write(`--${name}: expected a whole number above 0, received ${JSON.stringify(raw)}\n\n${USAGE}`);
+    process.exit(2);
+  }
+  return n;
+}
+const CONNECTIONS = opts.connections.split(",").map((c) => positive("connections", c));
+const SUBSCRIBERS = positive("subscribers", opts.subscribers);
+const RATE = positive("rate", opts.rate);
+const SECONDS = positive("seconds", opts.seconds);
+const IDLE_SECONDS = positive("idle-seconds", opts["idle-seconds"]);
+const HEAP_SNAPSHOTS = opts["heap-snapshots"];
+let dataDirToRemove: string | undefined;
+const children = stopChildrenOnSignal(() => dataDirToRemove && fs.rmSync(dataDirToRemove, { recursive: true, force: true }));
 const PLAYERS = Math.max(SUBSCRIBERS, Math.ceil(Math.max(...CONNECTIONS) / 10));
 
 interface Mem {
@@ -56,21 +85,23 @@ interface Hub {
 
 function startHub(dataDir: string): Promise<Hub> {
   // --heap-snapshots DIR: the hub writes a heap snapshot there at each step (SIGUSR1), after the full GC.
-  const snapshots = arg("heap-snapshots", "") ? [`--heapsnapshot-signal=SIGUSR1`, `--diagnostic-dir=${arg("heap-snapshots", "")}`] : [];
+  const snapshots = HEAP_SNAPSHOTS ? [`--heapsnapshot-signal=SIGUSR1`, `--diagnostic-dir=${HEAP_SNAPSHOTS}`] : [];
   // --hub-node-options "...": V8/Node flags for the hub processes instead of BENCH_NODE_FLAGS's (bench/lib/util.ts), to see what they change.
-  const flags = args.includes("--hub-node-options") ? arg("hub-node-options", "").split(" ").filter(Boolean) : NODE_FLAGS;
+  const flags = opts["hub-node-options"] !== undefined ? opts["hub-node-options"].split(" ").filter(Boolean) : NODE_FLAGS;
   const child = spawn(process.execPath, ["--expose-gc", ...flags, ...snapshots, "--import", path.join(ROOT, "bench/lib/gc-on-signal.mjs"), path.join(ROOT, "dist/server.js")], {
     cwd: ROOT,
     env: { ...process.env, NODE_ENV: "production", HUB_EXAMPLES: "off", HUB_DATA_DIR: dataDir, PORT: "0", LOG_LEVEL: "info", LOG_PRETTY: "false" },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  children.add(child);
+  child.once("exit", () => children.delete(child));
   let output = "";
   let waiting: ((mem: Mem) => void) | undefined;
   let tail = "";
   const memAfterGc = () =>
     new Promise<Mem>((resolve) => {
       waiting = (mem) => {
-        if (arg("heap-snapshots", "")) child.kill("SIGUSR1");
+        if (HEAP_SNAPSHOTS) child.kill("SIGUSR1");
         resolve(mem);
       };
       child.kill("SIGUSR2");
@@ -142,6 +173,7 @@ const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, 
 
 async function main() {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "hub-bench-live-"));
+  dataDirToRemove = dataDir;
   const hubs: Hub[] = [];
   const lines: string[] = [];
   const log = (line: string) => {
@@ -155,6 +187,8 @@ async function main() {
     const { superuserPassword } = JSON.parse(fs.readFileSync(path.join(dataDir, "credentials.json"), "utf8")) as { superuserPassword: string };
     const port = fs.readFileSync(path.join(dataDir, "pg/postmaster.pid"), "utf8").split("\n")[3];
     const pool = new pg.Pool({ connectionString: `postgres://postgres:${superuserPassword}@127.0.0.1:${port}/hub`, max: 20 });
+    // Interrupted, the hubs stop their Postgres under this pool's idle clients; a statement in flight still fails.
+    pool.on("error", () => undefined);
 
     console.log(`seeding ${PLAYERS} players…`);
     const players: Player[] = await inBatches(Array.from({ length: PLAYERS }, (_, i) => i), 10, async (i) => {

@@ -12,7 +12,7 @@ import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { parseArgs } from "node:util";
+import { benchArgs } from "./lib/args.js";
 import pg from "pg";
 import { identityEvidence, type IdentityEvidence } from "./lib/identity-evidence.js";
 import { runLoad, type RunResult } from "./lib/load.js";
@@ -46,8 +46,7 @@ const HELP = `npm run bench -- [options]
   --verbose              show the target servers' own output
 `;
 
-const { values: opts } = parseArgs({
-  args: process.argv.slice(2).filter((a) => a !== "--"),
+const { values: opts } = benchArgs(HELP, {
   options: {
     connections: { type: "string", default: "10" },
     duration: { type: "string", default: "5" },
@@ -63,13 +62,8 @@ const { values: opts } = parseArgs({
     "baseline-graphql-first": { type: "boolean", default: false },
     out: { type: "string", default: "bench/results/latest.md" },
     verbose: { type: "boolean", default: false },
-    help: { type: "boolean", default: false },
   },
 });
-if (opts.help) {
-  process.stdout.write(HELP);
-  process.exit(0);
-}
 
 function positive(name: string, raw: string, integer = true): number {
   const n = Number(raw);

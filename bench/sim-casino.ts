@@ -8,10 +8,10 @@
  * and, without credentials, POST /admin/fund, POST /admin/deposit and
  * GET /admin/balances.
  */
-import { parseArgs } from "node:util";
+import { benchArgs } from "./lib/args.js";
 import { startSimCasino } from "../test/helpers/sim-casino.js";
 
-const { values } = parseArgs({ options: { port: { type: "string", default: "4100" }, "api-key": { type: "string", default: "demo-key" } } });
+const { values } = benchArgs("Usage: node --import tsx bench/sim-casino.ts [--port 4100] [--api-key demo-key]\n", { options: { port: { type: "string", default: "4100" }, "api-key": { type: "string", default: "demo-key" } } });
 const casino = await startSimCasino({ port: Number(values.port), apiKey: values["api-key"], admin: true });
 casino.on("outgoing", (key: string, outcome: { status: string; uname: string; amount: number; currencyKey: string }) =>
   console.log(`withdrawal ${key}: ${outcome.status} ${outcome.amount} ${outcome.currencyKey} to ${outcome.uname}`),

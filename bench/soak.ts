@@ -30,7 +30,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
+import { benchArgs } from "./lib/args.js";
 import autocannon from "autocannon";
 import pg from "pg";
 import { createSession, ensurePlayer } from "../dist/src/auth/credentials.js";
@@ -51,8 +51,7 @@ const HELP = `npm run soak -- [options]
   --verbose         show the server's own output
 `;
 
-const { values: opts } = parseArgs({
-  args: process.argv.slice(2).filter((a) => a !== "--"),
+const { values: opts } = benchArgs(HELP, {
   options: {
     duration: { type: "string", default: "60" },
     warmup: { type: "string", default: "10" },
@@ -61,13 +60,8 @@ const { values: opts } = parseArgs({
     window: { type: "string", default: "10" },
     "heap-growth": { type: "string", default: "16" },
     verbose: { type: "boolean", default: false },
-    help: { type: "boolean", default: false },
   },
 });
-if (opts.help) {
-  process.stdout.write(HELP);
-  process.exit(0);
-}
 function positiveInt(name: string, raw: string): number {
   const n = Number(raw);
   if (!Number.isInteger(n) || n <= 0) {

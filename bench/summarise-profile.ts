@@ -5,12 +5,13 @@
  *   node --import tsx bench/summarise-profile.ts bench/results/profiles/*.cpuprofile [--top 40]
  */
 import path from "node:path";
-import { parseArgs } from "node:util";
+import { benchArgs } from "./lib/args.js";
 import { summaryMarkdown } from "./lib/profile.js";
 
-const { values, positionals } = parseArgs({ allowPositionals: true, options: { top: { type: "string", default: "25" } } });
+const USAGE = "Usage: node --import tsx bench/summarise-profile.ts FILE.cpuprofile... [--top N]\n";
+const { values, positionals } = benchArgs(USAGE, { allowPositionals: true, options: { top: { type: "string", default: "25" } } });
 if (positionals.length === 0) {
-  process.stderr.write("usage: node --import tsx bench/summarise-profile.ts FILE.cpuprofile... [--top N]\n");
+  process.stderr.write(`no profile given\n\n${USAGE}`);
   process.exit(2);
 }
 for (const file of positionals) process.stdout.write(`${summaryMarkdown(path.basename(file), path.resolve(file), Number(values.top))}\n`);

@@ -9,12 +9,13 @@
  * - withdrawal latency: from sending hubWithdraw to hub.withdrawal reading
  *   COMPLETED (checked every 2 ms), one withdrawal at a time; p50 and p99.
  */
-import { parseArgs } from "node:util";
+import { benchArgs } from "./lib/args.js";
 import { startTestServer } from "../dist/src/test-kit/index.js";
 import { startSimCasino } from "../test/helpers/sim-casino.js";
 import { addSimCasino, ok } from "../test/helpers/transfers.js";
 
-const { values } = parseArgs({ options: { deposits: { type: "string", default: "2000" }, concurrency: { type: "string", default: "16" }, withdrawals: { type: "string", default: "200" } } });
+const USAGE = "Usage: npm run build && node --import tsx bench/transfers.ts [--deposits 2000] [--concurrency 16] [--withdrawals 200]\n";
+const { values } = benchArgs(USAGE, { options: { deposits: { type: "string", default: "2000" }, concurrency: { type: "string", default: "16" }, withdrawals: { type: "string", default: "200" } } });
 const DEPOSITS = Number(values.deposits);
 const CONCURRENCY = Number(values.concurrency);
 const WITHDRAWALS = Number(values.withdrawals);
