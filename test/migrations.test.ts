@@ -1,10 +1,12 @@
 import "./helpers/env.js";
 import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import pg from "pg";
 import t from "tap";
 import { startAndListen } from "@hubpkg/hub";
+import { referenceMigrationsPath } from "@hubpkg/hub/plugins";
 import { CORE_MIGRATIONS_DIR, readCoreMigrations } from "../dist/src/db/core-migrations.js";
 import { coreChecksum } from "../dist/src/test-kit/cluster.js";
 import { ROOT } from "./helpers/process.js";
@@ -59,6 +61,61 @@ t.test("user migrations: numeric order, once each, concurrent starts, edits repo
     code: "HUB_MIGRATION_CHANGED",
     message: /"2-second\.sql".*edited after it was applied/,
   });
+});
+
+t.test("an edit declaring the text it replaces (hub:replaces-checksum) is accepted by a database that applied that text, and only by it", async (t) => {
+  const dataDir = tmpDir(t);
+  const v1 = "-- version 1\ncreate table public.replaced (id int);\n";
+  const dir = writeFiles(path.join(dataDir, "migrations"), { "001-replaced.sql": v1 });
+  const checksum = (text: string) => createHash("sha256").update(text).digest("hex");
+  const recorded = async (url: string) =>
+    (await query<{ checksum: string }>(url, "select checksum from hub_secret.migration where kind = 'user' and name = '001-replaced.sql'"))[0]?.checksum;
+  const first = await startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir });
+  t.equal(await recorded(first.superuserDatabaseUrl), checksum(v1));
+  await first.stop();
+
+  // An edit without the line: refused, and the refusal prints the line that would declare it.
+  const v2 = "-- version 2, reworded\ncreate table public.replaced (id int);\n";
+  fs.writeFileSync(path.join(dir, "001-replaced.sql"), v2);
+  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir }), {
+    code: "HUB_MIGRATION_CHANGED",
+    message: new RegExp(`"-- hub:replaces-checksum ${checksum(v1)}"`),
+  });
+
+  // With it: the database records the new text and starts; nothing re-runs (the table would exist twice).
+  const v2declared = `${v2}-- hub:replaces-checksum ${checksum(v1)}\n`;
+  fs.writeFileSync(path.join(dir, "001-replaced.sql"), v2declared);
+  const second = await startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir });
+  t.equal(await recorded(second.superuserDatabaseUrl), checksum(v2declared), "the new checksum is recorded");
+  await second.stop();
+  const again = await startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir });
+  await again.stop();
+
+  // A line naming a text this database never applied changes nothing: it now has v2declared's.
+  fs.writeFileSync(path.join(dir, "001-replaced.sql"), `-- version 3\ncreate table public.replaced (id int);\n-- hub:replaces-checksum ${checksum(v1)}\n`);
+  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir }), { code: "HUB_MIGRATION_CHANGED" });
+
+  // A line that names no checksum is refused rather than ignored.
+  fs.writeFileSync(path.join(dir, "001-replaced.sql"), `${v2}-- hub:replaces-checksum ${checksum(v1).slice(0, 40)}\n`);
+  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir }), {
+    code: "HUB_MIGRATION_FAILED",
+    message: /"-- hub:replaces-checksum [0-9a-f]{40}" does not name a checksum: expected .*64 lowercase hex digits/,
+  });
+});
+
+t.test("the reference 002-coinflip.sql, reworded since, starts a database that applied its first text", async (t) => {
+  const dataDir = tmpDir(t);
+  const first = await startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: referenceMigrationsPath });
+  // As a database migrated before the rewording recorded it.
+  const original = "428d44d54766e96ff35811419709a0a20c1d820822b00f790155d6b1cad2d876";
+  await query(first.superuserDatabaseUrl, `update hub_secret.migration set checksum = '${original}' where kind = 'user' and name = '002-coinflip.sql'`);
+  await first.stop();
+  const second = await startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: referenceMigrationsPath });
+  t.teardown(() => second.stop());
+  const now = createHash("sha256").update(fs.readFileSync(path.join(referenceMigrationsPath, "002-coinflip.sql"))).digest("hex");
+  const rows = await query<{ checksum: string }>(second.superuserDatabaseUrl, "select checksum from hub_secret.migration where kind = 'user' and name = '002-coinflip.sql'");
+  t.same(rows, [{ checksum: now }], "started, and recorded the reworded text");
+  t.not(now, original);
 });
 
 t.test("a failing migration stops start-up, names the file and leaves nothing behind", async (t) => {

@@ -1,5 +1,8 @@
--- app.coinflip: the table of spec §2, written by the makeCoinflip reference
+-- app.coinflip: one row per flip of the makeCoinflip reference plugins (a wager
+-- and its net result for a player of a casino's experience), written by those
 -- plugins through superuserPool and read by players through the generated API.
+-- Only this comment changed since the text databases applied first:
+-- hub:replaces-checksum 428d44d54766e96ff35811419709a0a20c1d820822b00f790155d6b1cad2d876
 create table app.coinflip (
   id uuid primary key default hub_hidden.uuid_generate_v7(),
   wager float8 not null,

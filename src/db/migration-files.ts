@@ -12,6 +12,12 @@ import { HubError } from "../errors.js";
  * white space. A user's file whose name does not start with a digit
  * (skip-002-coinflip.sql) is not a migration: it is skipped, and said so. One
  * that starts with a digit but does not fit the pattern (1abc.sql) is refused.
+ *
+ * One exception to "never change": an edit that alters nothing a database
+ * does (a comment) can declare the checksum of the text it replaces, on a line
+ * of its own, `-- hub:replaces-checksum <sha256 in hex>`. A database that
+ * applied that text then records the new one instead of refusing to start;
+ * one that applied anything else still refuses.
  */
 export interface Migration {
   kind: "core" | "user";
@@ -19,6 +25,8 @@ export interface Migration {
   name: string;
   sql: string;
   checksum: string;
+  /** Checksums of earlier texts of this file it declares it replaces (`-- hub:replaces-checksum`). */
+  replaces: string[];
   /** Where it came from, for error messages. */
   source: string;
 }
@@ -26,6 +34,24 @@ export interface Migration {
 export const migrationChecksum = (sql: string) => createHash("sha256").update(sql).digest("hex");
 
 const MIGRATION_FILE = /^(\d+)[-_.].*\.sql$|^(\d+)\.sql$/;
+
+const REPLACES = /^--[ \t]*hub:replaces-checksum\b(.*)$/gm;
+
+/** The checksums a file's `-- hub:replaces-checksum` lines name; a malformed one stops start-up. */
+function replacedChecksums(sql: string, source: string): string[] {
+  const found: string[] = [];
+  for (const [line, rest] of sql.matchAll(REPLACES)) {
+    const checksum = rest!.trim();
+    if (!/^[0-9a-f]{64}$/.test(checksum)) {
+      throw new HubError(
+        "HUB_MIGRATION_FAILED",
+        `Migration ${source}: ${JSON.stringify(line.trim())} does not name a checksum: expected "-- hub:replaces-checksum " followed by 64 lowercase hex digits (the SHA-256 of the text it replaces, as the database recorded it).`,
+      );
+    }
+    found.push(checksum);
+  }
+  return found;
+}
 
 /**
  * The migrations of one folder, in numeric order of the prefix. Anything
@@ -81,7 +107,7 @@ export async function readMigrationFolder(
     }
     const name = kind === "core" ? file.slice(0, -".sql".length) : file;
     const source = kind === "core" ? `core migration ${name}` : path.join(dir, file);
-    migrations.push({ kind, name, sql, checksum: migrationChecksum(sql), source, order });
+    migrations.push({ kind, name, sql, checksum: migrationChecksum(sql), replaces: replacedChecksums(sql, source), source, order });
   }
   return migrations.sort((a, b) => a.order - b.order).map(({ order: _order, ...m }) => m);
 }
