@@ -1,5 +1,5 @@
 /**
- * `@hubpkg/hub/plugins`: the reference extensions of the spec, written exactly
+ * `@hubpkg/hub/plugins`: the reference extensions, written exactly
  * as a user writes them (they import only `@hubpkg/hub/...`).
  */
 import fs from "node:fs";
