@@ -11,19 +11,12 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import autocannon from "autocannon";
-import { benchArgs } from "./lib/args.js";
+import { benchArgs, positiveOption } from "./lib/args.js";
 import { stopChildrenOnSignal } from "./lib/children.js";
 
 const USAGE = "Usage: npm run build && node --import tsx bench/configure-app-overhead.ts [--seconds 5] [--connections 20]\n";
 const { values: opts } = benchArgs(USAGE, { options: { seconds: { type: "string", default: "5" }, connections: { type: "string", default: "20" } } });
-function positive(name: string, raw: string): number {
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n <= 0) {
-    process.stderr.write(`--${name}: expected a whole number above 0, received ${JSON.stringify(raw)}\n\n${USAGE}`);
-    process.exit(2);
-  }
-  return n;
-}
+const positive = (name: string, raw: string) => positiveOption(USAGE, name, raw);
 const seconds = positive("seconds", opts.seconds);
 const connections = positive("connections", opts.connections);
 const rounds = 3;

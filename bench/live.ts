@@ -23,7 +23,7 @@ import pg from "pg";
 import WebSocket from "ws";
 import { createSession, ensurePlayer } from "../dist/src/auth/credentials.js";
 import { NODE_FLAGS } from "./lib/util.js";
-import { benchArgs } from "./lib/args.js";
+import { benchArgs, positiveOption } from "./lib/args.js";
 import { stopChildrenOnSignal } from "./lib/children.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -48,14 +48,7 @@ const { values: opts } = benchArgs(USAGE, {
     "hub-node-options": { type: "string" },
   },
 });
-function positive(name: string, raw: string): number {
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n <= 0) {
-    process.stderr.write(`--${name}: expected a whole number above 0, received ${JSON.stringify(raw)}\n\n${USAGE}`);
-    process.exit(2);
-  }
-  return n;
-}
+const positive = (name: string, raw: string) => positiveOption(USAGE, name, raw);
 const CONNECTIONS = opts.connections.split(",").map((c) => positive("connections", c));
 const SUBSCRIBERS = positive("subscribers", opts.subscribers);
 const RATE = positive("rate", opts.rate);

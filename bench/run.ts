@@ -12,7 +12,7 @@ import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { benchArgs } from "./lib/args.js";
+import { benchArgs, positiveOption } from "./lib/args.js";
 import pg from "pg";
 import { identityEvidence, type IdentityEvidence } from "./lib/identity-evidence.js";
 import { runLoad, type RunResult } from "./lib/load.js";
@@ -65,14 +65,7 @@ const { values: opts } = benchArgs(HELP, {
   },
 });
 
-function positive(name: string, raw: string, integer = true): number {
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n))) {
-    process.stderr.write(`--${name} must be a positive ${integer ? "integer" : "number"}, received ${JSON.stringify(raw)}\n${HELP}`);
-    process.exit(2);
-  }
-  return n;
-}
+const positive = (name: string, raw: string, integer = true) => positiveOption(HELP, name, raw, integer);
 
 const connections = positive("connections", opts.connections);
 const durationS = positive("duration", opts.duration);

@@ -30,7 +30,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { benchArgs } from "./lib/args.js";
+import { benchArgs, positiveOption } from "./lib/args.js";
 import autocannon from "autocannon";
 import pg from "pg";
 import { createSession, ensurePlayer } from "../dist/src/auth/credentials.js";
@@ -62,14 +62,7 @@ const { values: opts } = benchArgs(HELP, {
     verbose: { type: "boolean", default: false },
   },
 });
-function positiveInt(name: string, raw: string): number {
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n <= 0) {
-    process.stderr.write(`--${name} must be a positive integer, received ${JSON.stringify(raw)}\n${HELP}`);
-    process.exit(2);
-  }
-  return n;
-}
+const positiveInt = (name: string, raw: string) => positiveOption(HELP, name, raw);
 const durationS = positiveInt("duration", opts.duration);
 const warmupS = positiveInt("warmup", opts.warmup);
 const rate = positiveInt("rate", opts.rate);

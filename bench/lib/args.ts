@@ -20,3 +20,13 @@ export function benchArgs<T extends ParseArgsConfig>(usage: string, config: T): 
     process.exit(2);
   }
 }
+
+/** An option's value as a number above 0 (a whole one unless `integer` is false); otherwise its reason and the usage, exit 2. */
+export function positiveOption(usage: string, name: string, raw: string, integer = true): number {
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n))) {
+    process.stderr.write(`--${name} must be a positive ${integer ? "integer" : "number"}, received ${JSON.stringify(raw)}\n\n${usage}`);
+    process.exit(2);
+  }
+  return n;
+}
