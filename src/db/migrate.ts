@@ -84,16 +84,17 @@ async function migrateOnClient(client: pg.ClientBase, options: { userMigrationsP
     for (const m of all) {
       const previous = done.get(`${m.kind}/${m.name}`);
       if (previous !== undefined) {
-        if (m.kind === "user" && previous !== m.checksum && m.replaces.includes(previous)) {
+        if (m.kind === "user" && previous !== m.checksum) {
+          if (!m.replaces.includes(previous)) {
+            throw new HubError(
+              "HUB_MIGRATION_CHANGED",
+              `Migration ${JSON.stringify(m.name)} (${m.source}) was edited after it was applied (checksum ${previous.slice(0, 12)}… in the database, ${m.checksum.slice(0, 12)}… on disk). ` +
+                `Applied migrations are never re-run: restore the file and put the change in a new migration ` +
+                `(an edit that changes nothing the database does, such as a comment, may instead declare the text it replaces: a line "-- hub:replaces-checksum ${previous}").`,
+            );
+          }
           await client.query("update hub_secret.migration set checksum = $3 where kind = $1 and name = $2", [m.kind, m.name, m.checksum]);
           log.info({ migration: m.name, from: previous, to: m.checksum }, "migration edited without effect, as its hub:replaces-checksum line declares: its new checksum recorded");
-        } else if (m.kind === "user" && previous !== m.checksum) {
-          throw new HubError(
-            "HUB_MIGRATION_CHANGED",
-            `Migration ${JSON.stringify(m.name)} (${m.source}) was edited after it was applied (checksum ${previous.slice(0, 12)}… in the database, ${m.checksum.slice(0, 12)}… on disk). ` +
-              `Applied migrations are never re-run: restore the file and put the change in a new migration ` +
-              `(an edit that changes nothing the database does, such as a comment, may instead declare the text it replaces: a line "-- hub:replaces-checksum ${previous}").`,
-          );
         }
         continue;
       }
