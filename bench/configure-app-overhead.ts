@@ -48,8 +48,7 @@ function start(withApp: boolean, dataDir: string): Promise<{ child: ChildProcess
     env: { ...process.env, DATA_DIR: dataDir, NODE_ENV: "production", GRAPHILE_ENV: "production", LOG_LEVEL: "warn" },
     stdio: ["ignore", "pipe", "inherit"],
   });
-  children.add(child);
-  child.once("exit", () => children.delete(child));
+  track(child);
   return new Promise((resolve, reject) => {
     let out = "";
     child.stdout!.on("data", (c: Buffer) => {
@@ -79,7 +78,7 @@ async function measure(url: string, duration: number): Promise<{ rps: number; p9
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "hub-bench-"));
-const children = stopChildrenOnSignal(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+const track = stopChildrenOnSignal(() => fs.rmSync(dataDir, { recursive: true, force: true }));
 const bare = await start(false, dataDir);
 const withApp = await start(true, dataDir);
 try {

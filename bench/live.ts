@@ -56,7 +56,7 @@ const SECONDS = positive("seconds", opts.seconds);
 const IDLE_SECONDS = positive("idle-seconds", opts["idle-seconds"]);
 const HEAP_SNAPSHOTS = opts["heap-snapshots"];
 let dataDirToRemove: string | undefined;
-const children = stopChildrenOnSignal(() => dataDirToRemove && fs.rmSync(dataDirToRemove, { recursive: true, force: true }));
+const track = stopChildrenOnSignal(() => dataDirToRemove && fs.rmSync(dataDirToRemove, { recursive: true, force: true }));
 const PLAYERS = Math.max(SUBSCRIBERS, Math.ceil(Math.max(...CONNECTIONS) / 10));
 
 interface Mem {
@@ -86,8 +86,7 @@ function startHub(dataDir: string): Promise<Hub> {
     env: { ...process.env, NODE_ENV: "production", HUB_EXAMPLES: "off", HUB_DATA_DIR: dataDir, PORT: "0", LOG_LEVEL: "info", LOG_PRETTY: "false" },
     stdio: ["ignore", "pipe", "pipe"],
   });
-  children.add(child);
-  child.once("exit", () => children.delete(child));
+  track(child);
   let output = "";
   let waiting: ((mem: Mem) => void) | undefined;
   let tail = "";

@@ -4,9 +4,10 @@ import type { ChildProcess } from "node:child_process";
  * Servers a bench script spawned without an IPC channel (plain `node
  * dist/server.js`) outlive the script when it is interrupted, and keep their
  * embedded Postgres running. On SIGINT or SIGTERM this stops every child
- * still registered, waits for them, runs `cleanup`, and exits 130.
+ * handed to the returned `track` and still running, waits for them, runs
+ * `cleanup`, and exits 130.
  */
-export function stopChildrenOnSignal(cleanup: () => void = () => undefined): Set<ChildProcess> {
+export function stopChildrenOnSignal(cleanup: () => void = () => undefined): (child: ChildProcess) => void {
   const children = new Set<ChildProcess>();
   const stop = () => {
     const exits = [...children].filter((c) => c.exitCode === null && c.signalCode === null).map((c) => new Promise((r) => c.once("exit", r)));
@@ -18,5 +19,8 @@ export function stopChildrenOnSignal(cleanup: () => void = () => undefined): Set
   };
   process.once("SIGINT", stop);
   process.once("SIGTERM", stop);
-  return children;
+  return (child) => {
+    children.add(child);
+    child.once("exit", () => children.delete(child));
+  };
 }
