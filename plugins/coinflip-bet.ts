@@ -1,9 +1,9 @@
 /**
- * CoinflipBetPlugin: `makeCoinflipBet`, the controller-template plugin: a bet on a side of a fair coin that moves real money. The player's
- * balance and the house bankroll are locked, checked and updated in the same
- * transaction that stores the bet, so concurrent bets can neither overdraw a
- * balance nor leave the books out of balance: whatever the player gains the
- * house loses, and the reverse.
+ * CoinflipBetPlugin: `makeCoinflipBet`, the controller-template plugin: a bet
+ * on a side of a fair coin that moves real money. dbSettleBet moves it (locks,
+ * funds, the bankroll's cover, the ledger) in the transaction that stores the
+ * bet, so concurrent bets can neither overdraw a balance nor leave the books
+ * out of balance: whatever the player gains the house loses, and the reverse.
  *
  * Plan style, so the payload can return the generated `CoinflipBet` entity.
  */
@@ -11,7 +11,7 @@ import { randomInt } from "node:crypto";
 import { extendSchema, gql } from "@hubpkg/hub/graphile";
 import { clientError, ErrorCode } from "@hubpkg/hub/graphql";
 import { access, context, sideEffect } from "@hubpkg/hub/grafast";
-import { dbLockPlayerBalanceAndHouseBankroll, withPgPoolTransaction } from "@hubpkg/hub/db";
+import { dbSettleBet, withPgPoolTransaction } from "@hubpkg/hub/db";
 
 /**
  * Amounts are whole base units of the currency (hub.currency's
@@ -108,67 +108,25 @@ export const CoinflipBetPlugin = extendSchema((build) => {
               checkWager(wager);
               const { user_id: userId, casino_id: casinoId, experience_id: experienceId } = identity.session;
 
+              // randomInt draws from the OS's cryptographic generator, without
+              // modulo bias: nobody can predict or skew the outcome.
+              const outcome: CoinSide = randomInt(2) === 0 ? "HEADS" : "TAILS";
+              const winPays = wager + winPayout(wager);
               return withPgPoolTransaction(pool, async (pgClient) => {
-                const known = await pgClient.query("select 1 from hub.currency where key = $1 and casino_id = $2", [currency, casinoId]);
-                if (known.rowCount === 0) {
-                  throw badInput(`unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`);
-                }
-                // Held until commit: every other bet on this balance or this
-                // bankroll waits here, so the checks below stay true until we write.
-                const locked = await dbLockPlayerBalanceAndHouseBankroll(pgClient, { userId, casinoId, experienceId, currencyKey: currency });
-                if (!locked.found) {
-                  throw badInput(`there is no balance for this player, or no house bankroll for this casino, in currency ${JSON.stringify(currency)}.`);
-                }
-                const { dbPlayerBalance, dbHouseBankroll } = locked;
-                if (dbPlayerBalance.amount < wager) {
-                  throw badInput(`insufficient balance: the wager is ${wager} ${currency} but the balance is ${dbPlayerBalance.amount} ${currency}.`);
-                }
-                const potentialWin = winPayout(wager);
-                if (dbHouseBankroll.amount < potentialWin) {
-                  // The bankroll's size is the casino's business: do not tell the player.
-                  throw badInput(`the house bankroll cannot cover a win of ${potentialWin} ${currency}; try a smaller wager.`);
-                }
-                if (dbPlayerBalance.amount + potentialWin > MAX_AMOUNT) {
-                  throw badInput(`a win of ${potentialWin} ${currency} would take the balance past ${MAX_AMOUNT} base units.`, ErrorCode.INVALID_AMOUNT);
-                }
-
-                // randomInt draws from the OS's cryptographic generator, without
-                // modulo bias: nobody can predict or skew the outcome.
-                const outcome: CoinSide = randomInt(2) === 0 ? "HEADS" : "TAILS";
-                const net = outcome === side ? potentialWin : -wager;
-
-                // The bet's id first, so the ledger rows the two updates write
-                // (hub.ledger, by trigger) name the bet, who moved the money and why.
-                const idRow = await pgClient.query<{ id: string }>(
-                  `select id, set_config('hub.ledger_bet_id', id::text, true),
-                          set_config('hub.ledger_actor', 'plugin:makeCoinflipBet', true),
-                          set_config('hub.ledger_reason', 'coinflip bet', true)
-                     from hub_hidden.uuid_generate_v7() as id`,
-                );
-                const betId = idRow.rows[0]!.id;
-
-                // Whole numbers below 2^53 add and subtract exactly, and the
-                // checks above keep both amounts >= 0.
-                const balanceAfter = await pgClient.query<{ amount: number }>(
-                  "update hub.balance set amount = amount + $1 where id = $2 returning amount",
-                  [net, dbPlayerBalance.id],
-                );
+                // Locks, funds, the bankroll's cover of a win and the ledger, in one call.
+                const settled = await dbSettleBet(pgClient, {
+                  userId, casinoId, experienceId, currencyKey: currency, kind: "coinflip",
+                  wager, payout: outcome === side ? winPays : 0, maxPayout: winPays,
+                  // The house's expected gain on a fair coin: half the wager kept on a loss minus half the win paid.
+                  expectedValue: (wager - winPayout(wager)) / 2,
+                  actor: "plugin:makeCoinflipBet",
+                });
                 await pgClient.query(
-                  `update hub.bankroll
-                      set amount = amount - $1, bets = bets + 1, wagered = wagered + $2, expected_value = expected_value + $3
-                    where id = $4`,
-                  // The house's expected gain on a fair coin: half the wager
-                  // kept on a loss minus half the payout lost on a win.
-                  [net, wager, (wager - potentialWin) / 2, dbHouseBankroll.id],
-                );
-                const balance = balanceAfter.rows[0]!.amount;
-                const inserted = await pgClient.query<{ id: string }>(
                   `insert into app.coinflip_bet (id, wager, net, currency_key, user_id, casino_id, experience_id, side, outcome, balance_after)
-                   values ($10, $1, $2, $3, $4, $5, $6, $7, $8, $9)
-                   returning id`,
-                  [wager, net, currency, userId, casinoId, experienceId, side, outcome, balance, betId],
+                   values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+                  [settled.betId, wager, settled.net, currency, userId, casinoId, experienceId, side, outcome, settled.balance],
                 );
-                return { betId: inserted.rows[0]!.id, outcome, balance };
+                return { betId: settled.betId, outcome, balance: settled.balance };
               });
             });
           },

@@ -19,9 +19,9 @@
  * balance, then the house bankroll.
  */
 import { extendSchema, gql } from "@hubpkg/hub/graphile";
-import { clientError, ErrorCode } from "@hubpkg/hub/graphql";
+import { clientError, ErrorCode, GraphQLError } from "@hubpkg/hub/graphql";
 import { access, context, lambda, sideEffect } from "@hubpkg/hub/grafast";
-import { dbLockPlayerBalance, dbLockPlayerBalanceAndHouseBankroll, withPgPoolTransaction, type Pool, type PoolClient } from "@hubpkg/hub/db";
+import { dbSettleBet, withPgPoolTransaction, type Pool, type PoolClient } from "@hubpkg/hub/db";
 import {
   dbInsertHubHash,
   dbLockHubHashChain,
@@ -48,7 +48,6 @@ export const TOWER_MAX_FLOORS = 20;
 /** What the house keeps on average, in percent of the wager. */
 const HOUSE_EDGE_PERCENT = 1n;
 const MAX_CLIENT_SEED_LENGTH = 32;
-const MAX_AMOUNT = Number.MAX_SAFE_INTEGER;
 const CONTROL_CHARACTERS = /\p{Cc}/u;
 
 /**
@@ -96,14 +95,6 @@ function requirePlayer(identity: any): Player {
   return { userId, casinoId, experienceId };
 }
 
-/** Names the bet in the ledger rows the balance and bankroll updates of this transaction write. */
-async function tagLedger(pgClient: PoolClient, gameId: string, actor: string, reason: string): Promise<void> {
-  await pgClient.query(
-    "select set_config('hub.ledger_bet_id', $1, true), set_config('hub.ledger_actor', $2, true), set_config('hub.ledger_reason', $3, true)",
-    [gameId, actor, reason],
-  );
-}
-
 /** The player's game, locked until the transaction ends; refused when it is not theirs or is over. */
 async function lockActiveGame(pgClient: PoolClient, field: string, player: Player, gameId: string): Promise<DbTowerGame> {
   const { rows } = await pgClient.query<DbTowerGame>(
@@ -125,25 +116,23 @@ async function lockActiveGame(pgClient: PoolClient, field: string, player: Playe
  * locks after it.
  */
 async function cashOut(pgClient: PoolClient, field: string, player: Player, game: DbTowerGame, floors: number): Promise<{ balance: number } | { refusal: Error }> {
-  const locked = await dbLockPlayerBalanceAndHouseBankroll(pgClient, { ...player, currencyKey: game.currency_key });
-  if (!locked.found) return { refusal: refuse(field, `there is no balance for this player, or no house bankroll, in ${game.currency_key}.`, ErrorCode.UNKNOWN_CURRENCY) };
-  const { dbPlayerBalance, dbHouseBankroll } = locked;
   const payout = towerPayout(game.wager, floors);
-  // Only if the operator drained the bankroll since the start.
-  if (dbHouseBankroll.amount < payout) {
-    return { refusal: refuse(field, `the house bankroll cannot pay ${payout} ${game.currency_key} now; the game stays active, cash out later.`, ErrorCode.INSUFFICIENT_FUNDS) };
+  let balance: number;
+  try {
+    // Only if the operator drained the bankroll since the start is this refused.
+    ({ balance } = await dbSettleBet(pgClient, {
+      ...player, currencyKey: game.currency_key, kind: "tower", betId: game.id, wager: 0, payout, actor: `plugin:${field}`, reason: "tower payout",
+    }));
+  } catch (error) {
+    // A refusal writes nothing: the game stays active, to cash out later.
+    if (error instanceof GraphQLError) return { refusal: error };
+    throw error;
   }
-  if (dbPlayerBalance.amount + payout > MAX_AMOUNT) {
-    return { refusal: refuse(field, `a payout of ${payout} ${game.currency_key} would take the balance past ${MAX_AMOUNT} base units.`, ErrorCode.INVALID_AMOUNT) };
-  }
-  await tagLedger(pgClient, game.id, `plugin:${field}`, "tower payout");
-  const balance = await pgClient.query<{ amount: number }>("update hub.balance set amount = amount + $1 where id = $2 returning amount", [payout, dbPlayerBalance.id]);
-  await pgClient.query("update hub.bankroll set amount = amount - $1 where id = $2", [payout, dbHouseBankroll.id]);
   await pgClient.query(
     "update app.tower_game set status = 'CASHED_OUT', floor = $2, payout = $3, net = $3 - wager, finished_at = now() where id = $1",
     [game.id, floors, payout],
   );
-  return { balance: balance.rows[0]!.amount };
+  return { balance };
 }
 
 function checkOptions(options: TowerPluginOptions): void {
@@ -178,24 +167,22 @@ export function TowerPlugin(options: TowerPluginOptions): GraphileConfig.Plugin 
       throw refuse(field, `the wager must be a whole number of base units of at least 1; received ${wager}.`, ErrorCode.INVALID_AMOUNT);
     }
     return withPgPoolTransaction(pool, async (pgClient) => {
-      // The bankroll as last committed, unlocked: every wager of the casino in
-      // this currency updates that one row, so it is locked only by the final
-      // write. A start only adds to it, so a stale read cannot overdraw it.
+      // As last committed, unlocked, for the risk policy: dbSettleBet checks
+      // the funds and the bankroll's cover again under its locks.
       const unit = (
-        await pgClient.query<{ display_unit_name: string; display_unit_scale: number; bankroll_id: string | null; bankroll: number | null }>(
-          `select c.display_unit_name, c.display_unit_scale, b.id as bankroll_id, b.amount as bankroll
-             from hub.currency c left join hub.bankroll b on b.casino_id = c.casino_id and b.currency_key = c.key
+        await pgClient.query<{ display_unit_name: string; display_unit_scale: number; bankroll: number | null; balance: number | null }>(
+          `select c.display_unit_name, c.display_unit_scale, r.amount as bankroll, b.amount as balance
+             from hub.currency c
+             left join hub.bankroll r on r.casino_id = c.casino_id and r.currency_key = c.key
+             left join hub.balance b on b.user_id = $3 and b.experience_id = $4 and b.currency_key = c.key and b.casino_id = c.casino_id
             where c.key = $1 and c.casino_id = $2`,
-          [currency, player.casinoId],
+          [currency, player.casinoId, player.userId, player.experienceId],
         )
       ).rows[0];
       if (!unit) throw refuse(field, `unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`, ErrorCode.UNKNOWN_CURRENCY);
-      const dbPlayerBalance = await dbLockPlayerBalance(pgClient, { ...player, currencyKey: currency });
-      if (!dbPlayerBalance || dbPlayerBalance.casino_id !== player.casinoId || unit.bankroll_id === null || unit.bankroll === null) {
-        throw refuse(field, `there is no balance for this player, or no house bankroll, in ${currency}.`, ErrorCode.INSUFFICIENT_FUNDS);
-      }
-      if (dbPlayerBalance.amount < wager) {
-        throw refuse(field, `the wager is ${wager} ${currency} but the balance is ${dbPlayerBalance.amount} ${currency}.`, ErrorCode.INSUFFICIENT_FUNDS);
+      if (unit.bankroll === null) throw refuse(field, `the house has no bankroll in ${currency}.`, ErrorCode.UNKNOWN_CURRENCY);
+      if (unit.balance === null || unit.balance < wager) {
+        throw refuse(field, `the wager is ${wager} ${currency} but the balance is ${unit.balance ?? 0} ${currency}.`, ErrorCode.INSUFFICIENT_FUNDS);
       }
       // The whole climb is checked now: the top floor's payout is the most it can pay.
       const maxPotentialPayout = towerPayout(wager, maxFloor);
@@ -210,26 +197,19 @@ export function TowerPlugin(options: TowerPluginOptions): GraphileConfig.Plugin 
         displayUnitScale: unit.display_unit_scale,
       });
       if (!risk.ok) return { __typename: "HubRiskError", message: risk.error.message, riskLimits: risk.error.riskLimits };
-      if (dbPlayerBalance.amount - wager + maxPotentialPayout > MAX_AMOUNT) {
-        throw refuse(field, `a payout of ${maxPotentialPayout} ${currency} would take the balance past ${MAX_AMOUNT} base units.`, ErrorCode.INVALID_AMOUNT);
-      }
 
-      const gameId = (await pgClient.query<{ id: string }>("select hub_hidden.uuid_generate_v7() as id")).rows[0]!.id;
-      await tagLedger(pgClient, gameId, "plugin:startTower", "tower wager");
-      const balance = await pgClient.query<{ amount: number }>("update hub.balance set amount = amount - $1 where id = $2 returning amount", [wager, dbPlayerBalance.id]);
+      // Every way of playing pays back 99% of the wager on average: the
+      // house's expected gain is known at the start, whatever the player does next.
+      const { betId: gameId, balance } = await dbSettleBet(pgClient, {
+        ...player, currencyKey: currency, kind: "tower", wager, payout: 0, maxPayout: maxPotentialPayout,
+        expectedValue: (wager * Number(HOUSE_EDGE_PERCENT)) / 100, actor: "plugin:startTower", reason: "tower wager",
+      });
       await pgClient.query(
         `insert into app.tower_game (id, wager, net, currency_key, user_id, casino_id, experience_id, max_floor)
          values ($1, $2, -$2::float8, $3, $4, $5, $6, $7)`,
         [gameId, wager, currency, player.userId, player.casinoId, player.experienceId, maxFloor],
       );
-      // Last, so the bankroll's row is locked only for this statement and the commit.
-      // Every way of playing pays back 99% of the wager on average: the house's
-      // expected gain is known at the start, whatever the player does next.
-      await pgClient.query(
-        "update hub.bankroll set amount = amount + $1, bets = bets + 1, wagered = wagered + $1, expected_value = expected_value + $2 where id = $3",
-        [wager, (wager * Number(HOUSE_EDGE_PERCENT)) / 100, unit.bankroll_id],
-      );
-      return { __typename: "StartTowerSuccess", gameId, balance: balance.rows[0]!.amount };
+      return { __typename: "StartTowerSuccess", gameId, balance };
     });
   }
 

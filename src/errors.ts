@@ -70,6 +70,8 @@ export const ErrorCodes = {
   INVALID_LIMIT: "GET /bets: ?limit= is not a whole number from 1 to 1000, or is given more than once.",
   INVALID_CURSOR: "GET /bets: ?before= is not the id of a bet, or is given more than once.",
   UNKNOWN_PARAMETER: "GET /bets: a query parameter other than limit and before.",
+  // Bets (dbSettleBet and every game settled through it)
+  METADATA_TOO_LARGE: "A bet's metadata is larger than the hub stores (8192 bytes as JSON; extensions.limit says so).",
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCodes;

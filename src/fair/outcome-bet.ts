@@ -12,6 +12,8 @@ import { dbLockHubHashChain } from "./db.js";
 import { getIntermediateHash } from "./chain-secret.js";
 import { outcomeIndexOf } from "./hash.js";
 import { riskLimitsOf, validateRisk, type RiskLimits, type RiskPolicy } from "./risk.js";
+import { MAX_AMOUNT, exactNet } from "../money/exact.js";
+import { betMetadataJson, settleBetArgs, settleRefusalError, type SettleBetInput, type SettleRefusal } from "../money/settle.js";
 
 export interface OutcomeBetConfig {
   /** The least edge the house keeps: the outcomes' weighted mean profit must be at most -houseEdge. From 0 to below 1. */
@@ -56,19 +58,28 @@ export type MakeOutcomeBetResult =
 const refuse = (code: ErrorCode, message: string) => clientError(code, `hubMakeOutcomeBet: ${message}`);
 
 /**
- * What the balance moves for a wager on an outcome: wager × profit rounded
- * down to a whole base unit (the rounding is the house's). A product within
- * 1e-9 of a whole number is that number, so 100 × 0.29 pays 29, not 28.
+ * What the balance moves for a wager on an outcome: floor(wager × profit),
+ * exact for every wager up to 2^53 − 1 (src/money/exact.ts: the profit is
+ * read as the decimal the client sent, so 100 × 0.29 pays 29). Throws a
+ * RangeError when the result is beyond ±(2^53 − 1).
  */
 export function netOf(wager: number, profit: number): number {
-  const exact = wager * profit;
-  const nearest = Math.round(exact);
-  if (Math.abs(exact - nearest) <= 1e-9 * Math.max(1, Math.abs(exact))) return nearest === 0 ? 0 : nearest;
-  return Math.floor(exact);
+  const net = exactNet(wager, profit);
+  if (net === undefined) throw new RangeError(`netOf: ${wager} × ${profit} is beyond ±${MAX_AMOUNT} base units.`);
+  return net;
+}
+
+/** What each outcome nets, its largest drawable win and the house's expected gain. */
+export interface OutcomePlan {
+  nets: number[];
+  /** The largest net among outcomes of weight > 0. */
+  maxNet: number;
+  /** Minus the player's expected net, over the outcomes that can be drawn. */
+  expectedValue: number;
 }
 
 /** Refuse a malformed bet before any lock is taken. */
-export function checkOutcomeBetInput(input: MakeOutcomeBetInput, config: OutcomeBetConfig): void {
+export function checkOutcomeBetInput(input: MakeOutcomeBetInput, config: OutcomeBetConfig): OutcomePlan {
   const { wager, outcomes, clientSeed } = input;
   if (!Number.isSafeInteger(wager) || wager < 1) {
     throw refuse(ErrorCode.INVALID_AMOUNT, `the wager must be a whole number of base units of at least 1; received ${wager}.`);
@@ -84,6 +95,10 @@ export function checkOutcomeBetInput(input: MakeOutcomeBetInput, config: Outcome
     }
     if (!Number.isFinite(profit) || profit < -1) {
       throw refuse(ErrorCode.INVALID_OUTCOMES, `outcome ${i} has profit ${profit}; a profit must be a finite number of at least -1 (losing the whole wager).`);
+    }
+    const net = exactNet(wager, profit);
+    if (net === undefined || wager + net > MAX_AMOUNT) {
+      throw refuse(ErrorCode.INVALID_OUTCOMES, `outcome ${i} has profit ${profit}; a wager of ${wager} would pay more than ${MAX_AMOUNT} base units, which cannot be paid exactly.`);
     }
     totalWeight += weight;
     weightedProfit += weight * profit;
@@ -104,135 +119,125 @@ export function checkOutcomeBetInput(input: MakeOutcomeBetInput, config: Outcome
       `the client seed must be at most ${MAX_CLIENT_SEED_LENGTH} characters without control characters; received ${JSON.stringify(clientSeed).slice(0, 80)} (${typeof clientSeed === "string" ? [...clientSeed].length : 0} characters).`,
     );
   }
+  betMetadataJson(input.metadata, "hubMakeOutcomeBet");
+  const nets = outcomes.map((o) => netOf(wager, o.profit));
+  let maxNet = -wager;
+  let expectedValue = 0;
+  for (const [i, o] of outcomes.entries()) {
+    if (o.weight === 0) continue;
+    maxNet = Math.max(maxNet, nets[i]!);
+    expectedValue -= (o.weight / totalWeight) * nets[i]!;
+  }
+  return { nets, maxNet, expectedValue };
 }
 
+interface BetState {
+  display_unit_name: string;
+  display_unit_scale: number;
+  bankroll: number | null;
+  current_iteration: number | null;
+  max_iteration: number | null;
+  balance: number | null;
+}
+
+type Player = { userId: string; casinoId: string; experienceId: string };
+type Queryable = Pick<pg.ClientBase, "query">;
+
+const badChain = (hashChainId: string, why: string): MakeOutcomeBetResult => ({
+  __typename: "HubBadHashChainError",
+  message: `Hash chain ${hashChainId} ${why}; create a new one (hubCreateHashChain) and retry.`,
+});
+
 /**
- * One bet, in one transaction on the superuser pool. The house bankroll of a
- * casino's currency is one row every bet of every player updates, so it is
- * touched last and once: lock the chain, then the balance; check the risk
- * against the bankroll as last committed (no lock); then one statement
- * debits the bankroll only if it still covers the bet's largest possible win
- * and, only if it did, consumes the hash, moves the balance and stores the
- * bet. Its row lock is held for that statement and the commit alone. When
- * the bankroll no longer covers the bet, nothing is written (the hash stays
- * unused and unrevealed) and the bet is a HubRiskError; the refusal depends
- * on the largest win, not the drawn outcome, so it reveals nothing. A thrown
- * client error rolls everything back.
+ * One try at a bet: read the currency, bankroll, chain and balance as last
+ * committed (no lock), draw the outcome from the chain's next hash, and let
+ * hub_hidden.settle_outcome_bet settle and store it in one statement, which
+ * first checks, under the chain's lock, that the hash is still the next one.
+ * Two round trips. "chain-moved" when another bet of the player took that
+ * hash meanwhile: nothing was written or revealed, and the caller tries again.
  */
-export async function makeOutcomeBet(
-  pool: pg.Pool,
-  player: { userId: string; casinoId: string; experienceId: string },
+async function tryOutcomeBet(
+  db: Queryable,
+  player: Player,
   input: MakeOutcomeBetInput,
   config: OutcomeBetConfig,
-): Promise<MakeOutcomeBetResult> {
-  checkOutcomeBetInput(input, config);
+  plan: OutcomePlan,
+): Promise<MakeOutcomeBetResult | "chain-moved"> {
   const { userId, casinoId, experienceId } = player;
   const { wager, currency, outcomes, hashChainId, clientSeed } = input;
+  const { rows } = await db.query<BetState>({
+    name: "hub-outcome-bet-state",
+    text: `select c.display_unit_name, c.display_unit_scale, r.amount as bankroll, hc.current_iteration, hc.max_iteration, b.amount as balance
+             from hub.currency c
+             left join hub.bankroll r on r.casino_id = c.casino_id and r.currency_key = c.key
+             left join hub.hash_chain hc on hc.id = $3 and hc.user_id = $4 and hc.experience_id = $5 and hc.casino_id = c.casino_id and hc.active
+             left join hub.balance b on b.user_id = $4 and b.experience_id = $5 and b.currency_key = c.key and b.casino_id = c.casino_id
+            where c.key = $1 and c.casino_id = $2`,
+    values: [currency, casinoId, hashChainId, userId, experienceId],
+  });
+  const state = rows[0];
+  if (!state) throw refuse(ErrorCode.UNKNOWN_CURRENCY, `unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`);
+  if (state.current_iteration === null || state.max_iteration === null) return badChain(hashChainId, "is not an active chain of this player in this casino and experience");
+  if (state.current_iteration <= 1) return badChain(hashChainId, `is exhausted (all its ${state.max_iteration - 1} hashes are used)`);
+  const settleInput: SettleBetInput = {
+    ...player, currencyKey: currency, kind: input.kind, wager, payout: 0, maxPayout: wager + Math.max(0, plan.maxNet), expectedValue: plan.expectedValue,
+  };
+  if (state.balance === null) throw settleRefusalError("no-balance", settleInput, null, "hubMakeOutcomeBet");
+  if (state.bankroll === null) throw settleRefusalError("no-bankroll", settleInput, null, "hubMakeOutcomeBet");
+  if (state.balance < wager) throw settleRefusalError("insufficient-funds", settleInput, state.balance, "hubMakeOutcomeBet");
+
+  const riskArgs = { currency, bankroll: state.bankroll, displayUnitName: state.display_unit_name, displayUnitScale: state.display_unit_scale };
+  const riskLimits = riskLimitsOf(config.riskPolicy, riskArgs);
+  const risk = validateRisk({ type: "validate-bet", ...riskArgs, wager, riskLimits, maxPotentialPayout: wager + plan.maxNet, outcomes });
+  if (!risk.ok) return { __typename: "HubRiskError", message: risk.error.message, riskLimits: risk.error.riskLimits };
+
+  const iteration = state.current_iteration - 1;
+  const derived = await getIntermediateHash({ hashChainId, iteration, pgClient: db });
+  if (derived.type === "error") throw new Error(`hubMakeOutcomeBet: cannot derive hash ${iteration} of chain ${hashChainId}: ${derived.reason}`);
+  const outcomeIdx = outcomeIndexOf({ serverHash: derived.hash, clientSeed, weights: outcomes.map((o) => o.weight) });
+  const net = plan.nets[outcomeIdx]!;
+  const written = await db.query<{ status: "settled" | "chain-moved" | SettleRefusal; balance: number | null; bet_id: string | null }>({
+    name: "hub-outcome-bet-settle",
+    text: "select status, balance, bet_id from hub_hidden.settle_outcome_bet($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)",
+    values: [
+      ...settleBetArgs({ ...settleInput, payout: wager + net, actor: "hub:hubMakeOutcomeBet", reason: `outcome bet ${input.kind}` }, null),
+      hashChainId, iteration, Buffer.from(derived.hash), clientSeed,
+      input.kind, outcomes[outcomeIdx]!.profit, outcomeIdx,
+      config.saveOutcomes ? outcomes.map((o) => o.weight) : [], config.saveOutcomes ? outcomes.map((o) => o.profit) : [],
+      betMetadataJson(input.metadata, "hubMakeOutcomeBet"),
+    ],
+  });
+  const { status, balance, bet_id: betId } = written.rows[0]!;
+  if (status === "chain-moved") return status;
+  if (status === "no-cover") {
+    // The refusal depends on the largest win, not the drawn outcome: it reveals nothing.
+    return { __typename: "HubRiskError", message: `The house cannot cover this bet's largest win in ${currency} now. Lower the wager or the multiplier.`, riskLimits };
+  }
+  if (status !== "settled") throw settleRefusalError(status, settleInput, balance, "hubMakeOutcomeBet");
+  return { __typename: "HubMakeOutcomeBetSuccess", betId: betId!, outcomeIdx, net, balance: balance! };
+}
+
+/** Optimistic tries before a bet waits for the chain's lock instead. */
+const OPTIMISTIC_TRIES = 3;
+
+/**
+ * One bet on the superuser pool, settled through hub_hidden.settle_bet. The
+ * common case takes two round trips and no explicit transaction: each
+ * statement is its own. When other bets of the same player keep taking the
+ * chain's next hash (a client firing bets in parallel on one chain), the last
+ * try locks the chain first, in a transaction, so it cannot lose again.
+ */
+export async function makeOutcomeBet(pool: pg.Pool, player: Player, input: MakeOutcomeBetInput, config: OutcomeBetConfig): Promise<MakeOutcomeBetResult> {
+  const plan = checkOutcomeBetInput(input, config);
+  for (let attempt = 1; attempt < OPTIMISTIC_TRIES; attempt++) {
+    const result = await tryOutcomeBet(pool, player, input, config, plan);
+    if (result !== "chain-moved") return result;
+  }
   return withPgPoolTransaction(pool, async (pgClient) => {
-    // Named statements: each connection parses and plans them once, not at every bet.
-    const known = await pgClient.query<{ display_unit_name: string; display_unit_scale: number; bankroll_id: string | null; bankroll: number | null }>({
-      name: "hub-outcome-bet-currency-bankroll",
-      text: `select c.display_unit_name, c.display_unit_scale, b.id as bankroll_id, b.amount as bankroll
-               from hub.currency c left join hub.bankroll b on b.casino_id = c.casino_id and b.currency_key = c.key
-              where c.key = $1 and c.casino_id = $2`,
-      values: [currency, casinoId],
-    });
-    const unit = known.rows[0];
-    if (!unit) throw refuse(ErrorCode.UNKNOWN_CURRENCY, `unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`);
-
-    const chain = await dbLockHubHashChain(pgClient, { userId, experienceId, casinoId, hashChainId, active: "must-be-active" });
-    if (!chain) {
-      return { __typename: "HubBadHashChainError", message: `Hash chain ${hashChainId} is not an active chain of this player in this casino and experience; create a new one (hubCreateHashChain) and retry.` };
-    }
-    if (chain.current_iteration <= 1) {
-      return { __typename: "HubBadHashChainError", message: `Hash chain ${hashChainId} is exhausted (all its ${chain.max_iteration - 1} hashes are used); create a new one (hubCreateHashChain) and retry.` };
-    }
-
-    // The balance's lock, with the bet's id and the ledger's tags for the triggers of the final write.
-    const locked = await pgClient.query<{ id: string; amount: number; bet_id: string }>({
-      name: "hub-outcome-bet-balance",
-      text: `select id, amount, b.bet_id,
-                    set_config('hub.ledger_bet_id', b.bet_id::text, true),
-                    set_config('hub.ledger_actor', 'hub:hubMakeOutcomeBet', true),
-                    set_config('hub.ledger_reason', 'outcome bet ' || $5, true)
-               from hub.balance, (select hub_hidden.uuid_generate_v7() as bet_id) b
-              where user_id = $1 and experience_id = $2 and currency_key = $3 and casino_id = $4
-              for update of balance`,
-      values: [userId, experienceId, currency, casinoId, input.kind],
-    });
-    const dbPlayerBalance = locked.rows[0];
-    if (!dbPlayerBalance) {
-      const balance = await pgClient.query("select 1 from hub.balance where user_id = $1 and experience_id = $2 and currency_key = $3", [userId, experienceId, currency]);
-      if (balance.rowCount === 0) throw refuse(ErrorCode.INSUFFICIENT_FUNDS, `the wager is ${wager} ${currency} but this player has no ${currency} balance.`);
-      throw refuse(ErrorCode.UNKNOWN_CURRENCY, `the house has no bankroll in ${currency}.`);
-    }
-    if (unit.bankroll_id === null || unit.bankroll === null) throw refuse(ErrorCode.UNKNOWN_CURRENCY, `the house has no bankroll in ${currency}.`);
-    if (dbPlayerBalance.amount < wager) {
-      throw refuse(ErrorCode.INSUFFICIENT_FUNDS, `the wager is ${wager} ${currency} but the balance is ${dbPlayerBalance.amount} ${currency}.`);
-    }
-
-    const nets = outcomes.map((o) => netOf(wager, o.profit));
-    const totalWeight = outcomes.reduce((sum, o) => sum + o.weight, 0);
-    let maxNet = -wager;
-    for (const [i, o] of outcomes.entries()) if (o.weight > 0) maxNet = Math.max(maxNet, nets[i]!);
-    const riskArgs = { currency, bankroll: unit.bankroll, displayUnitName: unit.display_unit_name, displayUnitScale: unit.display_unit_scale };
-    const riskLimits = riskLimitsOf(config.riskPolicy, riskArgs);
-    const risk = validateRisk({ type: "validate-bet", ...riskArgs, wager, riskLimits, maxPotentialPayout: wager + maxNet, outcomes });
-    if (!risk.ok) return { __typename: "HubRiskError", message: risk.error.message, riskLimits: risk.error.riskLimits };
-    if (dbPlayerBalance.amount + maxNet > Number.MAX_SAFE_INTEGER) {
-      throw refuse(ErrorCode.INVALID_AMOUNT, `a win of ${maxNet} ${currency} would take the balance past ${Number.MAX_SAFE_INTEGER} base units.`);
-    }
-
-    // The chain is locked: its next iteration is known before any write.
-    const iteration = chain.current_iteration - 1;
-    const derived = await getIntermediateHash({ hashChainId: chain.id, iteration, pgClient });
-    if (derived.type === "error") throw new Error(`hubMakeOutcomeBet: cannot derive hash ${iteration} of chain ${chain.id}: ${derived.reason}`);
-    const outcomeIdx = outcomeIndexOf({ serverHash: derived.hash, clientSeed, weights: outcomes.map((o) => o.weight) });
-    const net = nets[outcomeIdx]!;
-    // The house's expected gain: minus the player's expected net over the weights.
-    const expectedValue = -outcomes.reduce((sum, o, i) => sum + (o.weight / totalWeight) * nets[i]!, 0);
-
-    // Every other write reads the bankroll's row: when the guard refuses,
-    // the statement writes nothing at all.
-    const { rows } = await pgClient.query<{ covered: boolean; balance: number | null; bet: boolean }>({
-      name: "hub-outcome-bet-write",
-      text: `with bankroll as (
-         update hub.bankroll set amount = amount - $5, bets = bets + 1, wagered = wagered + $3, expected_value = expected_value + $16
-          where id = $17 and amount >= $18 returning 1
-       ), advanced as (
-         update hub.hash_chain set current_iteration = $19 from bankroll where hash_chain.id = $20 and current_iteration = $19 + 1 returning hash_chain.id
-       ), hash as (
-         insert into hub.hash (hash_chain_id, kind, digest, iteration, client_seed)
-         select id, 'INTERMEDIATE', $21, $19, $22 from advanced returning id
-       ), balance as (
-         update hub.balance set amount = amount + $5 from bankroll where balance.id = $15 returning balance.amount
-       ), bet as (
-         insert into hub.outcome_bet (id, kind, wager, profit, net, outcomes, outcome_idx, currency_key, hash_id, user_id, casino_id, experience_id, metadata)
-         select $1, $2, $3, $4, $5, o.outcomes, $6, $7, hash.id, $8, $9, $10, coalesce($11::jsonb, '{}')
-           from hash cross join lateral (
-             select coalesce(array_agg(row(u.weight, u.profit)::hub.outcome order by u.n) filter (where $12), '{}') as outcomes
-               from unnest($13::float8[], $14::float8[]) with ordinality as u(weight, profit, n)
-           ) o
-         returning 1
-       )
-       select exists (select from bankroll) as covered, (select amount from balance) as balance, exists (select from bet) as bet`,
-      values: [
-        dbPlayerBalance.bet_id, input.kind, wager, outcomes[outcomeIdx]!.profit, net, outcomeIdx, currency, userId, casinoId, experienceId,
-        input.metadata === undefined || input.metadata === null ? null : JSON.stringify(input.metadata),
-        config.saveOutcomes, outcomes.map((o) => o.weight), outcomes.map((o) => o.profit),
-        dbPlayerBalance.id, expectedValue, unit.bankroll_id, Math.max(0, maxNet),
-        iteration, chain.id, Buffer.from(derived.hash), clientSeed,
-      ],
-    });
-    const written = rows[0]!;
-    if (!written.covered) {
-      return {
-        __typename: "HubRiskError",
-        message: `The house cannot cover this bet's largest win in ${currency} now. Lower the wager or the multiplier.`,
-        riskLimits,
-      };
-    }
-    if (!written.bet || written.balance === null) throw new Error(`hubMakeOutcomeBet: chain ${chain.id} moved past iteration ${iteration + 1} while locked, or the balance was not written`);
-    return { __typename: "HubMakeOutcomeBetSuccess", betId: dbPlayerBalance.bet_id, outcomeIdx, net, balance: written.balance };
+    const chain = await dbLockHubHashChain(pgClient, { ...player, hashChainId: input.hashChainId, active: "must-be-active" });
+    if (!chain) return badChain(input.hashChainId, "is not an active chain of this player in this casino and experience");
+    const result = await tryOutcomeBet(pgClient, player, input, config, plan);
+    if (result === "chain-moved") throw new Error(`hubMakeOutcomeBet: chain ${input.hashChainId} moved while locked`);
+    return result;
   });
 }

@@ -1,0 +1,143 @@
+/**
+ * dbSettleBet: the one way a game moves money. Every game of the hub (and
+ * every game a controller writes) settles through it, so the lock order, the
+ * funds and cover checks, the 2^53 − 1 bound and the ledger's tags are
+ * written once: in the SQL function hub_hidden.settle_bet (core migration
+ * 0017), which this calls in one round trip.
+ */
+import type pg from "pg";
+import type { GraphQLError } from "graphql";
+import { ErrorCode } from "../errors.js";
+import { clientError } from "../graphql/client-error.js";
+import { MAX_AMOUNT, isWholeAmount } from "./exact.js";
+
+/** The most bytes a bet's metadata may take as JSON text. */
+export const MAX_BET_METADATA_BYTES = 8192;
+
+export interface SettleBetInput {
+  userId: string;
+  casinoId: string;
+  experienceId: string;
+  currencyKey: string;
+  /** The kind of game ("coinflip", "dice"): names the bet in the ledger. */
+  kind: string;
+  /** Whole base units the player pays into the house bankroll (0 for a payout-only step). */
+  wager: number;
+  /** Whole base units the house pays the player, wager included (0 on a loss). */
+  payout: number;
+  /** The largest payout this bet could have made: the bankroll must cover maxPayout − wager. Default: payout. */
+  maxPayout?: number;
+  /** The house's expected gain from this bet, added to the bankroll's statistics. Default 0. */
+  expectedValue?: number;
+  /** The bet's id (a UUID), written on its ledger rows. Default: a new UUIDv7. */
+  betId?: string;
+  /** Who moves the money, for the ledger. Default `plugin:<kind>`. */
+  actor?: string;
+  /** Why, for the ledger. Default `<kind> bet`. */
+  reason?: string;
+  /** The client's data about the bet, bounded to MAX_BET_METADATA_BYTES of JSON; returned as metadataJson for the game's own row. */
+  metadata?: unknown;
+}
+
+export interface SettledBet {
+  betId: string;
+  /** payout − wager: what the player's balance moved. */
+  net: number;
+  /** The player's balance after the bet. */
+  balance: number;
+  /** The metadata as JSON text, or null when none was given. */
+  metadataJson: string | null;
+}
+
+/** What hub_hidden.settle_bet answers instead of settling. */
+export type SettleRefusal = "unknown-currency" | "no-balance" | "insufficient-funds" | "balance-overflow" | "no-bankroll" | "no-cover";
+
+/** A client-visible label for errors: the kind, as the game's field names it. */
+const label = (input: Pick<SettleBetInput, "kind">) => `${input.kind} bet`;
+
+/** The metadata as JSON text, refused when it is not JSON or too large. */
+export function betMetadataJson(metadata: unknown, what: string): string | null {
+  if (metadata === undefined || metadata === null) return null;
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(metadata);
+  } catch {
+    json = undefined;
+  }
+  if (json === undefined) throw clientError(ErrorCode.BAD_USER_INPUT, `${what}: the metadata must be a JSON value; received ${typeof metadata}.`);
+  const bytes = Buffer.byteLength(json);
+  if (bytes > MAX_BET_METADATA_BYTES) {
+    throw clientError(ErrorCode.METADATA_TOO_LARGE, `${what}: the metadata is ${bytes} bytes as JSON; at most ${MAX_BET_METADATA_BYTES} are accepted.`, {
+      limit: MAX_BET_METADATA_BYTES,
+    });
+  }
+  return json;
+}
+
+/** Refuse amounts the database would refuse, with a message naming them, before any lock. */
+export function checkSettleAmounts(input: Pick<SettleBetInput, "kind" | "wager" | "payout" | "maxPayout" | "expectedValue">): void {
+  const { wager, payout, maxPayout = payout, expectedValue = 0 } = input;
+  for (const [name, value] of [["wager", wager], ["payout", payout], ["maxPayout", maxPayout]] as const) {
+    if (!isWholeAmount(value)) {
+      throw clientError(ErrorCode.INVALID_AMOUNT, `${label(input)}: the ${name} must be a whole number of base units from 0 to ${MAX_AMOUNT}; received ${value}.`);
+    }
+  }
+  if (maxPayout < payout) throw new RangeError(`dbSettleBet: maxPayout ${maxPayout} is below the payout ${payout}.`);
+  if (!Number.isFinite(expectedValue)) throw new RangeError(`dbSettleBet: expectedValue must be finite; received ${expectedValue}.`);
+}
+
+/** The catalogue's error for a refusal of hub_hidden.settle_bet. */
+export function settleRefusalError(refusal: SettleRefusal, input: SettleBetInput, balance: number | null, what = label(input)): GraphQLError {
+  const { currencyKey: currency, wager } = input;
+  const maxPayout = input.maxPayout ?? input.payout;
+  switch (refusal) {
+    case "unknown-currency":
+      return clientError(ErrorCode.UNKNOWN_CURRENCY, `${what}: unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`);
+    case "no-bankroll":
+      return clientError(ErrorCode.UNKNOWN_CURRENCY, `${what}: the house has no bankroll in ${currency}.`);
+    case "no-balance":
+      return clientError(ErrorCode.INSUFFICIENT_FUNDS, `${what}: the wager is ${wager} ${currency} but this player has no ${currency} balance.`, { account: "player" });
+    case "insufficient-funds":
+      return clientError(ErrorCode.INSUFFICIENT_FUNDS, `${what}: the wager is ${wager} ${currency} but the balance is ${balance} ${currency}.`, { account: "player" });
+    case "balance-overflow":
+      return clientError(ErrorCode.INVALID_AMOUNT, `${what}: a payout of ${maxPayout} ${currency} would take the balance past ${MAX_AMOUNT} base units.`);
+    case "no-cover":
+      // The bankroll's size is the casino's business: the player learns only that it is short.
+      return clientError(ErrorCode.INSUFFICIENT_FUNDS, `${what}: the house bankroll cannot cover a payout of ${maxPayout} ${currency} now; try a smaller wager.`, { account: "house" });
+  }
+}
+
+/** The arguments of hub_hidden.settle_bet, in its order. */
+export function settleBetArgs(input: SettleBetInput, betId: string | null): unknown[] {
+  return [
+    input.userId, input.casinoId, input.experienceId, input.currencyKey, betId,
+    input.wager, input.payout, input.maxPayout ?? input.payout, input.expectedValue ?? 0,
+    input.actor ?? `plugin:${input.kind}`, input.reason ?? `${input.kind} bet`,
+  ];
+}
+
+/**
+ * Settle one bet (or one step of a multi-step game) inside the caller's
+ * transaction: lock the player's balance then the house bankroll, check the
+ * funds, the bankroll's cover and the 2^53 − 1 bound, move wager and payout
+ * through the ledger, tagged with the bet's id, actor and reason. A refusal
+ * writes nothing and is thrown with the catalogue's code (INVALID_AMOUNT,
+ * INSUFFICIENT_FUNDS with extensions.account "player" or "house",
+ * UNKNOWN_CURRENCY, METADATA_TOO_LARGE). Call it on a client inside a
+ * transaction (withPgPoolTransaction): its locks last until that ends, so
+ * whatever the game writes next (its own bet row) commits with the money.
+ */
+export async function dbSettleBet(pgClient: Pick<pg.ClientBase, "query">, input: SettleBetInput): Promise<SettledBet> {
+  checkSettleAmounts(input);
+  const metadataJson = betMetadataJson(input.metadata, label(input));
+  const { rows } = await pgClient.query<{ status: "settled" | SettleRefusal; balance: number | null; bet_id: string }>({
+    name: "hub-settle-bet",
+    text: `select s.status, s.balance, b.id as bet_id
+             from (select coalesce($5::uuid, hub_hidden.uuid_generate_v7()) as id) b,
+                  hub_hidden.settle_bet($1, $2, $3, $4, b.id, $6, $7, $8, $9, $10, $11) s`,
+    values: settleBetArgs(input, input.betId ?? null),
+  });
+  const row = rows[0]!;
+  if (row.status !== "settled") throw settleRefusalError(row.status, input, row.balance);
+  return { betId: row.bet_id, net: input.payout - input.wager, balance: row.balance!, metadataJson };
+}
