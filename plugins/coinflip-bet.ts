@@ -57,6 +57,9 @@ function checkWager(wager: number): void {
       ErrorCode.INVALID_AMOUNT,
     );
   }
+  if (wager + winPayout(wager) > MAX_AMOUNT) {
+    throw badInput(`a wager of ${wager} would pay ${wager + winPayout(wager)} on a win, more than the ${MAX_AMOUNT} base units an amount can hold.`, ErrorCode.INVALID_AMOUNT);
+  }
   if (winPayout(wager) < 1) {
     throw badInput(`a wager of ${wager} would pay nothing on a win (a win pays floor(wager × 0.99)); the smallest wager is ${MIN_WAGER}.`, ErrorCode.INVALID_AMOUNT);
   }
@@ -72,7 +75,7 @@ export const CoinflipBetPlugin = extendSchema((build) => {
   return {
     typeDefs: gql`
       input MakeCoinflipBetInput {
-        "Whole base units of the currency, from 2 to 9007199254740991, and at most the player's balance."
+        "Whole base units of the currency, at least 2, at most the player's balance, and small enough that a win (wager × 1.99) stays within 9007199254740991."
         wager: Float!
         "Key of a currency of the session's casino (hub.currency)."
         currency: String!

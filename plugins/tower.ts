@@ -125,8 +125,11 @@ async function cashOut(pgClient: PoolClient, field: string, player: Player, game
     }));
   } catch (error) {
     // A refusal writes nothing: the game stays active, to cash out later.
-    if (error instanceof GraphQLError) return { refusal: error };
-    throw error;
+    if (!(error instanceof GraphQLError)) throw error;
+    if (error.extensions.code === ErrorCode.INSUFFICIENT_FUNDS && error.extensions.account === "house") {
+      return { refusal: refuse(field, `the house bankroll cannot pay ${payout} ${game.currency_key} now; the game stays active, cash out later.`, ErrorCode.INSUFFICIENT_FUNDS) };
+    }
+    return { refusal: error };
   }
   await pgClient.query(
     "update app.tower_game set status = 'CASHED_OUT', floor = $2, payout = $3, net = $3 - wager, finished_at = now() where id = $1",

@@ -165,7 +165,12 @@ t.test("makeCoinflipBet is exact up to 2^53-1", async (t) => {
   t.equal(out.bet.net, out.outcome === "HEADS" ? payout : -wager, `net ${out.bet.net}`);
   t.equal(out.balance, out.outcome === "HEADS" ? wager + payout : 0, "the balance is exact");
   const maxed = await gql(hub.url, `mutation { makeCoinflipBet(input: { wager: ${MAX}, currency: "BIG", side: HEADS }) { balance } }`, {}, big.header);
-  t.match(maxed.body.errors?.[0]?.message, /insufficient balance|cannot cover/, "2^53-1 is a valid amount (refused only for the money)");
+  t.match(maxed.body.errors?.[0], { extensions: { code: "INVALID_AMOUNT" }, message: /would pay \d+ on a win, more than the 9007199254740991 base units/ }, "a wager whose win cannot be paid exactly is refused before any lock");
+  const largest = Math.floor((MAX * 100) / 199) - 1;
+  const funded = await gql(hub.url, `mutation { makeCoinflipBet(input: { wager: ${largest}, currency: "BIG", side: HEADS }) { balance } }`, {}, big.header);
+  // After a win the balance covers it, but a second win would pass 2^53-1; after a loss it is 0.
+  const expected = out.balance >= largest ? { code: "INVALID_AMOUNT", message: /would take the balance past 9007199254740991/ } : { code: "INSUFFICIENT_FUNDS", message: /but the balance is 0/ };
+  t.match(funded.body.errors?.[0], { extensions: { code: expected.code }, message: expected.message }, "the largest payable wager is refused only for the money");
 });
 
 const OPERATOR_MUTATIONS = [
@@ -231,14 +236,31 @@ t.test("the ledger functions refuse the same amounts in SQL (P0001, constraint l
   t.same(await books(), before, "nothing moved");
 });
 
-t.test("existing fractional amounts stay valid; new movements are whole", async (t) => {
+t.test("the database itself refuses amounts that are not whole base units, even from the superuser", async (t) => {
   const legacy = await makePlayer(hub.superuserDatabaseUrl, "whole-legacy", { casinoName: "whole" });
-  // A row from before the rule, written as an old version could write it.
-  await hub.dbPool.query("insert into hub.balance (user_id, casino_id, experience_id, currency_key, amount) values ($1, $2, $3, $4, 10.25)", [legacy.userId, legacy.casinoId, legacy.experienceId, CURRENCY]);
-  const res = await gql(hub.url, `mutation { hubCreditBalance(input: { userId: "${legacy.userId}", experienceId: "${legacy.experienceId}", currencyKey: "${CURRENCY}", amount: 5, reason: "test" }) { amount } }`, {}, operatorHeader);
-  t.same(res.body, { data: { hubCreditBalance: { amount: 15.25 } } }, "a whole credit on a fractional balance");
-  const bet = await gql(hub.url, `mutation { makeCoinflipBet(input: { wager: 10, currency: "${CURRENCY}", side: HEADS }) { balance } }`, {}, legacy.header);
-  t.same(bet.body.errors, undefined, "and a whole wager");
+  const bad = ["10.25", "9007199254740993", "NaN", "Infinity", "-1", "1e300"];
+  for (const value of bad) {
+    const refused = await hub.dbPool
+      .query("insert into hub.balance (user_id, casino_id, experience_id, currency_key, amount) values ($1, $2, $3, $4, $5::float8)", [legacy.userId, legacy.casinoId, legacy.experienceId, CURRENCY, value])
+      .then(() => undefined, (e: { code?: string; constraint?: string }) => e);
+    t.match(refused, { code: "23514", constraint: "balance_amount_whole" }, `a new balance of ${value}`);
+  }
+  await hub.dbPool.query("select hub_hidden.credit_balance($1, $2, $3, $4, 10, 'test', 'test')", [legacy.userId, legacy.casinoId, legacy.experienceId, CURRENCY]);
+  const updates: [string, string, string][] = [
+    ["update hub.balance set amount = amount + 0.5 where user_id = $1", "balance_amount_whole", "half a unit on a balance"],
+    ["update hub.balance set amount = 'NaN' where user_id = $1", "balance_amount_whole", "NaN on a balance"],
+    ["update hub.bankroll set amount = amount + 0.5 where casino_id = (select casino_id from hub.user where id = $1)", "bankroll_amount_whole", "half a unit on a bankroll"],
+    ["update hub.bankroll set wagered = 'NaN' where casino_id = (select casino_id from hub.user where id = $1)", "bankroll_wagered_whole", "NaN wagered"],
+    ["update hub.bankroll set expected_value = 'NaN' where casino_id = (select casino_id from hub.user where id = $1)", "bankroll_expected_value_finite", "a NaN expected value"],
+    ["update hub.bankroll set expected_value = '-Infinity' where casino_id = (select casino_id from hub.user where id = $1)", "bankroll_expected_value_finite", "an infinite expected value"],
+  ];
+  await hub.dbPool.query("select hub_hidden.ensure_bankroll(casino_id, $2, 100, 'test') from hub.user where id = $1", [legacy.userId, CURRENCY]);
+  for (const [sql, constraint, name] of updates) {
+    const refused = await hub.dbPool.query(sql, [legacy.userId]).then(() => undefined, (e: { code?: string; constraint?: string }) => e);
+    t.match(refused, { code: "23514", constraint }, name);
+  }
+  const stored = await hub.dbPool.query<{ amount: number }>("select amount from hub.balance where user_id = $1", [legacy.userId]);
+  t.same(stored.rows, [{ amount: 10 }], "the balance is as the ledger left it");
 });
 
 /** `node dist/cli.js …` against this test server's database. */

@@ -82,6 +82,9 @@ export function checkSettleAmounts(input: Pick<SettleBetInput, "kind" | "wager" 
       throw clientError(ErrorCode.INVALID_AMOUNT, `${label(input)}: the ${name} must be a whole number of base units from 0 to ${MAX_AMOUNT}; received ${value}.`);
     }
   }
+  if (wager === 0 && maxPayout === 0) {
+    throw clientError(ErrorCode.INVALID_AMOUNT, `${label(input)}: a bet moves at least 1 base unit; the wager and the payout are both 0.`);
+  }
   if (maxPayout < payout) throw new RangeError(`dbSettleBet: maxPayout ${maxPayout} is below the payout ${payout}.`);
   if (!Number.isFinite(expectedValue)) throw new RangeError(`dbSettleBet: expectedValue must be finite; received ${expectedValue}.`);
 }

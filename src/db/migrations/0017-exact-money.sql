@@ -52,6 +52,8 @@ update hub.bankroll set expected_value = 0 where not (expected_value > '-Infinit
 
 -- Comparisons put NaN above every number, so `amount >= 0` alone accepted it;
 -- the upper bound refuses NaN and Infinity, and trunc refuses fractions.
+alter table hub.balance drop constraint balance_amount_check;
+alter table hub.bankroll drop constraint bankroll_amount_check;
 alter table hub.balance add constraint balance_amount_whole
   check (amount >= 0 and amount <= 9007199254740991 and amount = trunc(amount));
 alter table hub.bankroll
@@ -103,7 +105,8 @@ language sql immutable as $fn$ select x >= lo and x <= 9007199254740991 and x = 
  * time). The bankroll must cover the bet's largest possible payout:
  * amount + wager − max_payout ≥ 0. A refusal writes nothing and says why in
  * `status`: settled, unknown-currency, no-balance, insufficient-funds,
- * balance-overflow, no-bankroll, no-cover. Both updates are ledgered with
+ * balance-overflow, no-bankroll, no-cover (also when the house's winnings
+ * would take the bankroll past 2^53 − 1). Both updates are ledgered with
  * the bet's id, actor and reason (rows of 0 included).
  */
 create function hub_hidden.settle_bet(
@@ -133,13 +136,18 @@ begin
     return query select 'no-balance'::text, null::float8; return;
   end if;
   if v_amount < p_wager then return query select 'insufficient-funds'::text, v_amount; return; end if;
-  if v_amount - p_wager + p_max_payout > 9007199254740991 then return query select 'balance-overflow'::text, v_amount; return; end if;
+  -- Differences of two amounts are exact; a sum past 2^53 may round, but only
+  -- to a number that is still past 2^53 − 1, so the comparisons stay right.
+  if v_amount + (p_max_payout - p_wager) > 9007199254740991 then return query select 'balance-overflow'::text, v_amount; return; end if;
 
   v_previous := hub_hidden.ledger_begin('settle_bet', p_actor, p_reason, p_bet_id);
   update hub.bankroll r
-     set amount = r.amount + p_wager - p_payout, bets = r.bets + (p_wager > 0)::int,
-         wagered = r.wagered + p_wager, expected_value = r.expected_value + p_expected_value
-   where r.casino_id = p_casino_id and r.currency_key = p_currency_key and r.amount + p_wager - p_max_payout >= 0;
+     set amount = r.amount - (p_payout - p_wager), bets = r.bets + (p_wager > 0)::int,
+         -- A statistic: it stops at 2^53 − 1 rather than refuse bets.
+         wagered = least(r.wagered + p_wager, 9007199254740991), expected_value = r.expected_value + p_expected_value
+   where r.casino_id = p_casino_id and r.currency_key = p_currency_key
+     and r.amount >= p_max_payout - p_wager
+     and (p_payout >= p_wager or r.amount <= 9007199254740991 + (p_payout - p_wager));
   if not found then
     perform hub_hidden.ledger_end(v_previous);
     if exists (select 1 from hub.bankroll r where r.casino_id = p_casino_id and r.currency_key = p_currency_key) then
@@ -147,7 +155,7 @@ begin
     end if;
     return query select 'no-bankroll'::text, v_amount; return;
   end if;
-  update hub.balance b set amount = b.amount - p_wager + p_payout where b.id = v_balance_id returning b.amount into v_amount;
+  update hub.balance b set amount = b.amount + (p_payout - p_wager) where b.id = v_balance_id returning b.amount into v_amount;
   perform hub_hidden.ledger_end(v_previous);
   return query select 'settled'::text, v_amount;
 end
