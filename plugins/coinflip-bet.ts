@@ -122,7 +122,7 @@ export const CoinflipBetPlugin = extendSchema((build) => {
                   wager, payout: outcome === side ? winPays : 0, maxPayout: winPays,
                   // The house's expected gain on a fair coin: half the wager kept on a loss minus half the win paid.
                   expectedValue: (wager - winPayout(wager)) / 2,
-                  actor: "plugin:makeCoinflipBet",
+                  actor: "plugin:makeCoinflipBet", field: "makeCoinflipBet",
                 });
                 await pgClient.query(
                   `insert into app.coinflip_bet (id, wager, net, currency_key, user_id, casino_id, experience_id, side, outcome, balance_after)

@@ -121,7 +121,7 @@ async function cashOut(pgClient: PoolClient, field: string, player: Player, game
   try {
     // Only if the operator drained the bankroll since the start is this refused.
     ({ balance } = await dbSettleBet(pgClient, {
-      ...player, currencyKey: game.currency_key, kind: "tower", betId: game.id, wager: 0, payout, actor: `plugin:${field}`, reason: "tower payout",
+      ...player, currencyKey: game.currency_key, kind: "tower", betId: game.id, wager: 0, payout, actor: `plugin:${field}`, reason: "tower payout", field,
     }));
   } catch (error) {
     // A refusal writes nothing: the game stays active, to cash out later.
@@ -205,7 +205,7 @@ export function TowerPlugin(options: TowerPluginOptions): GraphileConfig.Plugin 
       // house's expected gain is known at the start, whatever the player does next.
       const { betId: gameId, balance } = await dbSettleBet(pgClient, {
         ...player, currencyKey: currency, kind: "tower", wager, payout: 0, maxPayout: maxPotentialPayout,
-        expectedValue: (wager * Number(HOUSE_EDGE_PERCENT)) / 100, actor: "plugin:startTower", reason: "tower wager",
+        expectedValue: (wager * Number(HOUSE_EDGE_PERCENT)) / 100, actor: "plugin:startTower", reason: "tower wager", field,
       });
       await pgClient.query(
         `insert into app.tower_game (id, wager, net, currency_key, user_id, casino_id, experience_id, max_floor)

@@ -204,7 +204,7 @@ t.test("makeCoinflipBet with bad input is a clear error", async (t) => {
       "makeCoinflipBet: the wager must be a whole number of base units from 2 to 9007199254740991; received -1. Amounts are whole base units of the currency (display_unit_scale base units make one display unit).",
       "INVALID_AMOUNT",
     ],
-    ['{ wager: 2, currency: "NOPE", side: HEADS }', 'makeCoinflipBet: unknown currency "NOPE"; the casino of this session has no such currency.', "BAD_USER_INPUT"],
+    ['{ wager: 2, currency: "NOPE", side: HEADS }', 'makeCoinflipBet: unknown currency "NOPE"; the casino of this session has no such currency.', "UNKNOWN_CURRENCY"],
   ];
   for (const [input, message, code] of refused) {
     t.test(input, async (t) => oneFieldError(t, await gql(hub.url, `mutation { makeCoinflipBet(input: ${input}) { balance } }`, {}, player.header), "makeCoinflipBet", message, code));

@@ -40,7 +40,7 @@ const DEBIT_BANKROLL = "mutation($i: HubBankrollChangeInput!) { hubDebitBankroll
 
 /** The refusals each kind of request may answer; anything else is a defect. */
 const REFUSALS: Record<Op["kind"], RegExp | null> = {
-  bet: /^coinflip bet: (the wager is \d+ CHIPS but the balance is \d+ CHIPS|the house bankroll cannot cover)/,
+  bet: /^makeCoinflipBet: (the wager is \d+ CHIPS but the balance is \d+ CHIPS|the house bankroll cannot cover)/,
   creditBalance: null,
   debitBalance: /^debit_balance: insufficient funds/,
   creditBankroll: null,
@@ -351,7 +351,7 @@ t.test("a balance and a bankroll created by concurrent first credits, with bets 
     const j = Math.floor(random() * (i + 1));
     [ops[i], ops[j]] = [ops[j]!, ops[i]!];
   }
-  const refusals = { ...REFUSALS, bet: /^coinflip bet: (the wager is \d+ \w+ but the balance is \d+ \w+|the house bankroll cannot cover|the wager is \d+ \w+ but this player has no \w+ balance|the house has no bankroll in)/ };
+  const refusals = { ...REFUSALS, bet: /^makeCoinflipBet: (the wager is \d+ \w+ but the balance is \d+ \w+|the house bankroll cannot cover|the wager is \d+ \w+ but this player has no \w+ balance|the house has no bankroll in)/ };
   const defects: string[] = [];
   const outcomes = await burst(ops, defects, currency, refusals);
   t.same(defects.slice(0, 20), [], `every answer is a success or a clear refusal (${defects.length} others)`);

@@ -1,6 +1,6 @@
 import "./helpers/env.js";
 import t, { type Test } from "tap";
-import { defaultPlugins, HubGameConfigPlugin } from "@hubpkg/hub";
+import { defaultPlugins, HubGameConfigPlugin, startAndListen } from "@hubpkg/hub";
 import { dbSettleBet, exactNet, withPgPoolTransaction, type SettleBetInput } from "@hubpkg/hub/db";
 import { CoinflipBetPlugin, TowerPlugin, referenceMigrationsPath } from "@hubpkg/hub/plugins";
 import {
@@ -263,4 +263,32 @@ t.test("thousands of concurrent bets of every game: the books balance to the uni
   const after = await totals();
   t.equal(after.house - before.house, -(after.players - before.players), "the bankroll moved by exactly minus the players' total net");
   await checkBooks(t);
+});
+
+t.test("a database holding an amount the new constraints forbid refuses to migrate, naming the rows", async (t) => {
+  const other = await startTestServer({ logLevel: "silent" });
+  t.teardown(() => other.stop());
+  const client = await other.dbPool.connect();
+  let userId: string;
+  try {
+    const casino = (await createCasino(client, { name: "legacy" })).id;
+    await createCurrency(client, { casinoId: casino, key: "OLD", displayUnitName: "old", displayUnitScale: 1 });
+    const experience = (await createExperience(client, { casinoId: casino })).id;
+    userId = (await createPlayer(client, { casinoId: casino, uname: "legacy" })).id;
+    // What an earlier version let through: a fractional balance (triggers off, so no ledger row refuses it).
+    await client.query("alter table hub.balance drop constraint balance_amount_whole");
+    await client.query("set session_replication_role = replica");
+    await client.query("insert into hub.balance (user_id, casino_id, experience_id, currency_key, amount) values ($1, $2, $3, 'OLD', 10.25)", [userId, casino, experience]);
+    await client.query("reset session_replication_role");
+    await client.query("delete from hub_secret.migration where kind = 'core' and name = '0017-exact-money'");
+  } finally {
+    client.release();
+  }
+  const balanceId = (await other.dbPool.query("select id from hub.balance where user_id = $1", [userId!])).rows[0].id;
+  await t.rejects(
+    startAndListen({ port: 0, handleSignals: false, logLevel: "silent", databaseUrl: other.databaseUrl, superuserDatabaseUrl: other.superuserDatabaseUrl }),
+    { code: "HUB_MIGRATION_FAILED", message: new RegExp(`0017-exact-money.*hub\\.balance ${balanceId}: amount = 10\\.25`, "s") },
+  );
+  const still = await other.dbPool.query("select amount from hub.balance where id = $1", [balanceId]);
+  t.same(still.rows, [{ amount: 10.25 }], "nothing was converted");
 });

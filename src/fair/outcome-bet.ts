@@ -180,11 +180,11 @@ async function tryOutcomeBet(
   if (state.current_iteration === null || state.max_iteration === null) return badChain(hashChainId, "is not an active chain of this player in this casino and experience");
   if (state.current_iteration <= 1) return badChain(hashChainId, `is exhausted (all its ${state.max_iteration - 1} hashes are used)`);
   const settleInput: SettleBetInput = {
-    ...player, currencyKey: currency, kind: input.kind, wager, payout: 0, maxPayout: wager + Math.max(0, plan.maxNet), expectedValue: plan.expectedValue,
+    ...player, currencyKey: currency, kind: input.kind, wager, payout: 0, maxPayout: wager + Math.max(0, plan.maxNet), expectedValue: plan.expectedValue, field: "hubMakeOutcomeBet",
   };
-  if (state.balance === null) throw settleRefusalError("no-balance", settleInput, null, "hubMakeOutcomeBet");
-  if (state.bankroll === null) throw settleRefusalError("no-bankroll", settleInput, null, "hubMakeOutcomeBet");
-  if (state.balance < wager) throw settleRefusalError("insufficient-funds", settleInput, state.balance, "hubMakeOutcomeBet");
+  if (state.balance === null) throw settleRefusalError("no-balance", settleInput, null);
+  if (state.bankroll === null) throw settleRefusalError("no-bankroll", settleInput, null);
+  if (state.balance < wager) throw settleRefusalError("insufficient-funds", settleInput, state.balance);
 
   const riskArgs = { currency, bankroll: state.bankroll, displayUnitName: state.display_unit_name, displayUnitScale: state.display_unit_scale };
   const riskLimits = riskLimitsOf(config.riskPolicy, riskArgs);
@@ -213,7 +213,7 @@ async function tryOutcomeBet(
     // The refusal depends on the largest win, not the drawn outcome: it reveals nothing.
     return { __typename: "HubRiskError", message: `The house cannot cover this bet's largest win in ${currency} now. Lower the wager or the multiplier.`, riskLimits };
   }
-  if (status !== "settled") throw settleRefusalError(status, settleInput, balance, "hubMakeOutcomeBet");
+  if (status !== "settled") throw settleRefusalError(status, settleInput, balance);
   return { __typename: "HubMakeOutcomeBetSuccess", betId: betId!, outcomeIdx, net, balance: balance! };
 }
 

@@ -35,6 +35,8 @@ export interface SettleBetInput {
   actor?: string;
   /** Why, for the ledger. Default `<kind> bet`. */
   reason?: string;
+  /** What refusal messages name as the source, such as the GraphQL field ("makeCoinflipBet"). Default `<kind> bet`. */
+  field?: string;
   /** The client's data about the bet, bounded to MAX_BET_METADATA_BYTES of JSON; returned as metadataJson for the game's own row. */
   metadata?: unknown;
 }
@@ -53,7 +55,7 @@ export interface SettledBet {
 export type SettleRefusal = "unknown-currency" | "no-balance" | "insufficient-funds" | "balance-overflow" | "no-bankroll" | "no-cover";
 
 /** A client-visible label for errors: the kind, as the game's field names it. */
-const label = (input: Pick<SettleBetInput, "kind">) => `${input.kind} bet`;
+const label = (input: Pick<SettleBetInput, "kind" | "field">) => input.field ?? `${input.kind} bet`;
 
 /** The metadata as JSON text, refused when it is not JSON or too large. */
 export function betMetadataJson(metadata: unknown, what: string): string | null {
@@ -75,7 +77,7 @@ export function betMetadataJson(metadata: unknown, what: string): string | null 
 }
 
 /** Refuse amounts the database would refuse, with a message naming them, before any lock. */
-export function checkSettleAmounts(input: Pick<SettleBetInput, "kind" | "wager" | "payout" | "maxPayout" | "expectedValue">): void {
+export function checkSettleAmounts(input: Pick<SettleBetInput, "kind" | "field" | "wager" | "payout" | "maxPayout" | "expectedValue">): void {
   const { wager, payout, maxPayout = payout, expectedValue = 0 } = input;
   for (const [name, value] of [["wager", wager], ["payout", payout], ["maxPayout", maxPayout]] as const) {
     if (!isWholeAmount(value)) {
@@ -90,7 +92,8 @@ export function checkSettleAmounts(input: Pick<SettleBetInput, "kind" | "wager" 
 }
 
 /** The catalogue's error for a refusal of hub_hidden.settle_bet. */
-export function settleRefusalError(refusal: SettleRefusal, input: SettleBetInput, balance: number | null, what = label(input)): GraphQLError {
+export function settleRefusalError(refusal: SettleRefusal, input: SettleBetInput, balance: number | null): GraphQLError {
+  const what = label(input);
   const { currencyKey: currency, wager } = input;
   const maxPayout = input.maxPayout ?? input.payout;
   switch (refusal) {
