@@ -231,7 +231,7 @@ t.test(`${PLAYERS} players × ${REQUESTS_PER_PLAYER} requests at once: bets and 
   t.comment(`answers: ${[...tally].map(([k, v]) => `${k} ${v.accepted} accepted / ${v.refused} refused`).join(", ")}`);
   const reasons = new Map<string, number>();
   for (const o of outcomes) if (o.refusal) {
-    const reason = o.refusal.replace(/[:;,] .*$|\d.*$/, "").slice(0, 60) + (/cannot cover/.test(o.refusal) ? " (house cannot cover)" : /insufficient balance/.test(o.refusal) ? " (insufficient balance)" : "");
+    const reason = o.refusal.replace(/[:;,] .*$|\d.*$/, "").slice(0, 60) + (/cannot cover/.test(o.refusal) ? " (house cannot cover)" : /but the balance is/.test(o.refusal) ? " (insufficient balance)" : "");
     reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
   }
   t.comment(`refusals: ${[...reasons].map(([k, v]) => `${v}× ${k}`).join(", ")}`);

@@ -109,7 +109,7 @@ export function settleRefusalError(refusal: SettleRefusal, input: SettleBetInput
       return clientError(ErrorCode.INVALID_AMOUNT, `${what}: a payout of ${maxPayout} ${currency} would take the balance past ${MAX_AMOUNT} base units.`);
     case "no-cover":
       // The bankroll's size is the casino's business: the player learns only that it is short.
-      return clientError(ErrorCode.INSUFFICIENT_FUNDS, `${what}: the house bankroll cannot cover a payout of ${maxPayout} ${currency} now; try a smaller wager.`, { account: "house" });
+      return clientError(ErrorCode.INSUFFICIENT_FUNDS, `${what}: the house bankroll cannot cover a win of ${maxPayout - wager} ${currency} now; try a smaller wager.`, { account: "house" });
   }
 }
 
