@@ -8,6 +8,7 @@ import { access, context, lambda, sideEffect } from "grafast";
 import { extendSchema, gql } from "graphile-utils";
 import type { Identity } from "../auth/identity.js";
 import { requirePlayer } from "./hash-chain-plugin.js";
+import { createChainQueue } from "./chain-queue.js";
 import { makeOutcomeBet, type CustomGameConfigMap, type MakeOutcomeBetInput, type OutcomeBetConfigMap } from "./outcome-bet.js";
 import { riskLimitsOf } from "./risk.js";
 import { MAX_HASH_CHAIN_LENGTH } from "./db.js";
@@ -56,6 +57,8 @@ export function HubGameConfigPlugin(options: HubGameConfigOptions): GraphileConf
   const plugin = extendSchema((build) => {
     const outcomeBetResource = build.input.pgRegistry.pgResources.hub_outcome_bet;
     if (!outcomeBetResource) throw new Error("HubGameConfigPlugin: hub.outcome_bet is missing from the schema (is the `hub` schema migrated?)");
+    // Built once per server's schema: each server queues its own bets per chain.
+    const chainQueue = createChainQueue();
     const outcomeTypes = outcomeKinds.length
       ? `
       "The kinds of hubMakeOutcomeBet this hub offers (HubGameConfigPlugin's outcomeBetConfigs)."
@@ -139,6 +142,7 @@ export function HubGameConfigPlugin(options: HubGameConfigOptions): GraphileConf
                         { userId: session.user_id, casinoId: session.casino_id, experienceId: session.experience_id },
                         bet,
                         outcomeBetConfigs[bet.kind]!,
+                        chainQueue,
                       );
                     });
                   },

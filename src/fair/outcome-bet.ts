@@ -13,6 +13,7 @@ import { getIntermediateHash } from "./chain-secret.js";
 import { outcomeIndexOf } from "./hash.js";
 import { riskLimitsOf, validateRisk, type RiskLimits, type RiskPolicy } from "./risk.js";
 import { MAX_AMOUNT, exactNet } from "../money/exact.js";
+import type { ChainQueue } from "./chain-queue.js";
 import { betMetadataJson, settleBetArgs, settleRefusalError, type SettleBetInput, type SettleRefusal } from "../money/settle.js";
 
 export interface OutcomeBetConfig {
@@ -224,11 +225,23 @@ const OPTIMISTIC_TRIES = 3;
  * One bet on the superuser pool, settled through hub_hidden.settle_bet. The
  * common case takes two round trips and no explicit transaction: each
  * statement is its own. When other bets of the same player keep taking the
- * chain's next hash (a client firing bets in parallel on one chain), the last
- * try locks the chain first, in a transaction, so it cannot lose again.
+ * chain's next hash (bets of one chain from several servers at once; within
+ * a server the chainQueue keeps them apart), the last try locks the chain
+ * first, in a transaction, so it cannot lose again.
  */
-export async function makeOutcomeBet(pool: pg.Pool, player: Player, input: MakeOutcomeBetInput, config: OutcomeBetConfig): Promise<MakeOutcomeBetResult> {
+export async function makeOutcomeBet(
+  pool: pg.Pool,
+  player: Player,
+  input: MakeOutcomeBetInput,
+  config: OutcomeBetConfig,
+  chainQueue?: ChainQueue,
+): Promise<MakeOutcomeBetResult> {
   const plan = checkOutcomeBetInput(input, config);
+  if (chainQueue) return chainQueue.run(String(input.hashChainId), () => settleOutcomeBet(pool, player, input, config, plan));
+  return settleOutcomeBet(pool, player, input, config, plan);
+}
+
+async function settleOutcomeBet(pool: pg.Pool, player: Player, input: MakeOutcomeBetInput, config: OutcomeBetConfig, plan: OutcomePlan): Promise<MakeOutcomeBetResult> {
   for (let attempt = 1; attempt < OPTIMISTIC_TRIES; attempt++) {
     const result = await tryOutcomeBet(pool, player, input, config, plan);
     if (result !== "chain-moved") return result;
