@@ -265,6 +265,28 @@ t.test("thousands of concurrent bets of every game: the books balance to the uni
   await checkBooks(t);
 });
 
+t.test("the games' own tables refuse amounts that are not whole, even from the superuser", async (t) => {
+  const p = await player();
+  const bet = await outcomeBet(p, { wager: 10, outcomes: [{ weight: 1, profit: 0.98 }, { weight: 1, profit: -1 }] });
+  const refusals: [string, unknown[], string][] = [
+    ["update hub.outcome_bet set wager = 10.5 where id = $1", [bet.bet.id], "outcome_bet_wager_whole"],
+    ["update hub.outcome_bet set net = 'NaN' where id = $1", [bet.bet.id], "outcome_bet_net_whole"],
+    ["update hub.outcome_bet set profit = 'Infinity' where id = $1", [bet.bet.id], "outcome_bet_profit_finite"],
+    ["update app.coinflip_bet set net = net + 0.5 where user_id = $1", [p.userId], "coinflip_bet_net_whole"],
+    // Consistent with net = payout − wager, so only the whole-amount rule refuses it.
+    ["update app.tower_game set wager = 10.5, net = -10.5 where user_id = $1", [p.userId], "tower_game_net_whole"],
+  ];
+  await p.client.request(COINFLIP, { i: { wager: 2, currency: "CHIPS", side: "HEADS" } });
+  await p.client.request("mutation($i: StartTowerInput!) { startTower(input: $i) { result { __typename } } }", { i: { wager: 10, currency: "CHIPS" } });
+  for (const [sql, params, constraint] of refusals) {
+    const refused = await hub.dbPool.query(sql, params).then((r) => `${r.rowCount} rows changed`, (e: { code?: string; constraint?: string }) => e);
+    t.match(refused, { code: "23514", constraint }, constraint);
+  }
+  // No withdrawal is made here; its constraint is in place.
+  const defined = await hub.dbPool.query("select pg_get_constraintdef(oid) as def from pg_constraint where conname = 'withdrawal_amount_whole'");
+  t.match(defined.rows[0]?.def, /amount >= .*1.*amount <= .*9007199254740991.*trunc\(amount\)/, "hub.withdrawal refuses the same");
+});
+
 t.test("a database holding an amount the new constraints forbid refuses to migrate, naming the rows", async (t) => {
   const other = await startTestServer({ logLevel: "silent" });
   t.teardown(() => other.stop());
