@@ -70,6 +70,13 @@ export const ErrorCodes = {
   INVALID_LIMIT: "GET /bets: ?limit= is not a whole number from 1 to 1000, or is given more than once.",
   INVALID_CURSOR: "GET /bets: ?before= is not the id of a bet, or is given more than once.",
   UNKNOWN_PARAMETER: "GET /bets: a query parameter other than limit and before.",
+  // Chat (hubChat* mutations)
+  CHAT_BODY_EMPTY: "A chat message's body is empty or only spaces.",
+  CHAT_BODY_TOO_LONG: "A chat message's body has more than 500 characters (Unicode code points); extensions.limit holds the limit.",
+  CHAT_BODY_CONTROL_CHARACTER: "A chat message's body contains a control character (a line break, tab, NUL, DEL or a C1 control).",
+  CHAT_NOT_FOUND: "A chat operation names a player, experience or message that does not exist, or a player outside the casino or experience it acts in.",
+  CHAT_NOT_MUTED: "hubChatUnmuteUser: the player has no mute in force to end.",
+  CHAT_MUTE_INVALID: "hubChatMuteUser: expiredAt is not in the future, or the reason has more than 500 characters.",
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCodes;
