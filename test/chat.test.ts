@@ -223,6 +223,11 @@ t.test("clientId makes a post idempotent: the same id twice, or at once, stores 
   await until(() => bobOnA.events.some((e) => newMessage(e)?.id === marker.id), 5000, () => "the marker never arrived");
   t.same(real(bobOnA).map((e) => newMessage(e)?.body), ["once", "marker"], "bob heard of it once");
 
+  const elsewhere = (await a.authenticate(alice!.userId, roomB)).token;
+  const reused = await gql(a.url, POST, { i: { body: "once", clientId } }, { authorization: `session:${elsewhere}` });
+  t.same(codes(reused), ["BAD_USER_INPUT"], "the same clientId from the player's session in another experience is refused");
+  t.match(reused.body.errors?.[0]?.message, /already used for a message in another experience/);
+
   const concurrent = randomUUID();
   const racing = await Promise.all([postChatMessage(bob!.onA, "race", concurrent), postChatMessage(bob!.onB, "race", concurrent)]);
   t.same(racing[0], racing[1], "two concurrent posts with one clientId answer one message");
@@ -363,6 +368,9 @@ t.test("operators post system messages and hide messages; players stop reading h
   await op.onA.request(HIDE, { i: { chatMessageId: post.chatMessage.id, hidden: false } });
   t.ok((await readChatMessages(alice!.onB, roomA)).messages.some((m) => m.id === post.chatMessage.id), "shown again");
   t.same(codes(await gql(a.url, HIDE, { i: { chatMessageId: randomUUID() } }, { authorization: `apikey:${op.key}` })), ["CHAT_NOT_FOUND"]);
+  await op.onA.request(HIDE, { i: { chatMessageId: post.chatMessage.id } });
+  const again = await gql(a.url, POST, { i: { body: "something rude", clientId: post.chatMessage.clientId } }, { authorization: `session:${erin!.token}` });
+  t.same(codes(again), ["BAD_USER_INPUT"], "reposting a hidden message's clientId is refused");
 });
 
 t.test("the rate limit answers HubChatUserRateLimited, and one player's flood does not hold up another's message", async (t) => {

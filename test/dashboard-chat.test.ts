@@ -95,4 +95,12 @@ t.test("the Chat page shows a message with markup as text, hides it, mutes and u
   const seen = (await readChatMessages(author.client, room)).messages;
   t.match(seen[0], { type: "system", body: "Be nice <3", userId: null }, "players read the system message, newest first");
   t.same(dialogs, [], "no dialog opened");
+
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.reload();
+  await page.locator('table[data-testid="chat-messages"]').waitFor();
+  const overflow = (await page.evaluate("document.documentElement.scrollWidth - window.innerWidth")) as number;
+  t.ok(overflow <= 0, `at a phone's width the page is no wider than the window (${overflow} px over)`);
+  fs.mkdirSync(path.join(ROOT, ".tap", "dashboard-screenshots"), { recursive: true });
+  await page.screenshot({ path: path.join(ROOT, ".tap", "dashboard-screenshots", "chat-phone.png"), fullPage: true });
 });

@@ -52,8 +52,12 @@ const ACTIVE_MUTE = "revoked_at is null and (expired_at is null or expired_at > 
  */
 export async function dbCreateUserMessage(pool: pg.Pool, player: ChatPlayer, body: string, clientId: string): Promise<CreateUserMessageResult> {
   return withPgPoolTransaction(pool, async (c) => {
-    const existing = await c.query<{ id: string }>("select id from hub.chat_message where type = 'user' and user_id = $1 and client_id = $2", [player.user_id, clientId]);
-    if (existing.rows[0]) return { __typename: "HubChatCreateUserMessageSuccess", chatMessageId: existing.rows[0].id };
+    const existing = await c.query<{ id: string; experience_id: string; hidden_at: Date | null }>(
+      "select id, experience_id, hidden_at from hub.chat_message where type = 'user' and user_id = $1 and client_id = $2",
+      [player.user_id, clientId],
+    );
+    const stored = existing.rows[0];
+    if (stored) return repost(stored, player, clientId);
     const mute = await c.query<{ expired_at: Date | null; reason: string | null }>(
       `select expired_at, reason from hub.chat_mute where user_id = $1 and experience_id = $2 and ${ACTIVE_MUTE} order by id desc limit 1`,
       [player.user_id, player.experience_id],
@@ -89,6 +93,17 @@ export async function dbCreateUserMessage(pool: pg.Pool, player: ChatPlayer, bod
     const id = inserted.rows[0]?.id ?? (await c.query<{ id: string }>("select id from hub.chat_message where type = 'user' and user_id = $1 and client_id = $2", [player.user_id, clientId])).rows[0]!.id;
     return { __typename: "HubChatCreateUserMessageSuccess", chatMessageId: id };
   });
+}
+
+/** The answer to a post whose client id is already stored: that message, when the player may still read it. */
+function repost(stored: { id: string; experience_id: string; hidden_at: Date | null }, player: ChatPlayer, clientId: string): CreateUserMessageResult {
+  if (stored.experience_id !== player.experience_id) {
+    throw clientError(ErrorCode.BAD_USER_INPUT, `hubChatCreateUserMessage: clientId ${clientId} was already used for a message in another experience; send a new clientId.`);
+  }
+  if (stored.hidden_at) {
+    throw clientError(ErrorCode.BAD_USER_INPUT, `hubChatCreateUserMessage: clientId ${clientId} was already used for a message an operator has hidden; send a new clientId.`);
+  }
+  return { __typename: "HubChatCreateUserMessageSuccess", chatMessageId: stored.id };
 }
 
 async function experienceCasino(db: pg.Pool | pg.PoolClient, experienceId: string, field: string): Promise<string> {
