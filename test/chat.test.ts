@@ -209,6 +209,18 @@ t.test("a post reaches every subscriber of the experience on both hubs, as sent,
   t.equal(real(aliceOnA).length, 1, "and alice did not receive theirs");
 });
 
+t.test("hubChatAlert needs a player's session", async (t) => {
+  const anonymous = wsClient(a.url);
+  const operator = wsClient(b.url, { authorization: `apikey:${op.key}` });
+  subscribers.push(anonymous, operator);
+  const fa = feed(anonymous, ALERT);
+  const fo = feed(operator, ALERT);
+  await fa.ended();
+  await fo.ended();
+  t.match(fa.events, [{ errors: [{ message: /hubChatAlert needs a player's session.*received no valid credential/, extensions: { code: "UNAUTHENTICATED" } }] }], "anonymous: UNAUTHENTICATED");
+  t.match(fo.events, [{ errors: [{ message: /received an operator API key/, extensions: { code: "FORBIDDEN" } }] }], "an operator key: FORBIDDEN");
+});
+
 t.test("clientId makes a post idempotent: the same id twice, or at once, stores and announces one message", async (t) => {
   const { alice, bob } = players as Record<string, Who>;
   const bobOnA = await subscribe(bob!, "A");
@@ -315,6 +327,15 @@ t.test("mods mute and unmute in their experience; the player's subscription hear
   t.match(muted.body.data, { hubChatMuteUser: { chatMute: { userId: alice!.userId, experienceId: roomA, reason: "spam", revokedAt: null } } });
   await waitReal(aliceOnB, 1);
   t.same(real(aliceOnB)[0]!.data, { hubChatAlert: { __typename: "HubChatSubscriptionMuted", _: null } }, "alice's own subscription on the other hub heard of it");
+
+  const MUTES = "{ hubCurrentExperience { hubChatMutesByExperienceId { nodes { userId reason } } } }";
+  const modView = await gql(b.url, MUTES, {}, bobHeader);
+  t.match(modView.body.data, { hubCurrentExperience: { hubChatMutesByExperienceId: { nodes: [{ userId: alice!.userId, reason: "spam" }] } } }, "a mod reads the experience's mutes");
+  const { frank } = players as Record<string, Who>;
+  const otherView = await gql(b.url, MUTES, {}, { authorization: `session:${frank!.token}` });
+  t.same(otherView.body.data, { hubCurrentExperience: { hubChatMutesByExperienceId: { nodes: [] } } }, "another player of the room reads none of them");
+  const ownView = await gql(b.url, "{ hubCurrentUser { hubChatMutesByUserId { nodes { reason expiredAt } } } }", {}, { authorization: `session:${alice!.token}` });
+  t.match(ownView.body.data, { hubCurrentUser: { hubChatMutesByUserId: { nodes: [{ reason: "spam", expiredAt: String }] } } }, "the muted player reads their own mute");
 
   const before = await messageRows("user_id = $1", [alice!.userId]);
   const refused = await postChatMessage(alice!.onA, "can you hear me?");
