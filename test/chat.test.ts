@@ -307,7 +307,7 @@ t.test("bad input is refused with its code and stores nothing", async (t) => {
 });
 
 t.test("mods mute and unmute in their experience; the player's subscription hears it; a muted post stores nothing", async (t) => {
-  const { alice, bob, carol, dave } = players as Record<string, Who>;
+  const { alice, bob, carol, dave, frank } = players as Record<string, Who>;
   const MUTE = "mutation($i: HubChatMuteUserInput!) { hubChatMuteUser(input: $i) { chatMute { id userId experienceId expiredAt reason revokedAt } } }";
   const UNMUTE = "mutation($i: HubChatUnmuteUserInput!) { hubChatUnmuteUser(input: $i) { chatMute { id revokedAt } } }";
   const ADD = "mutation($i: HubChatAddModInput!) { hubChatAddMod(input: $i) { chatMod { id userId experienceId } } }";
@@ -331,7 +331,6 @@ t.test("mods mute and unmute in their experience; the player's subscription hear
   const MUTES = "{ hubCurrentExperience { hubChatMutesByExperienceId { nodes { userId reason } } } }";
   const modView = await gql(b.url, MUTES, {}, bobHeader);
   t.match(modView.body.data, { hubCurrentExperience: { hubChatMutesByExperienceId: { nodes: [{ userId: alice!.userId, reason: "spam" }] } } }, "a mod reads the experience's mutes");
-  const { frank } = players as Record<string, Who>;
   const otherView = await gql(b.url, MUTES, {}, { authorization: `session:${frank!.token}` });
   t.same(otherView.body.data, { hubCurrentExperience: { hubChatMutesByExperienceId: { nodes: [] } } }, "another player of the room reads none of them");
   const ownView = await gql(b.url, "{ hubCurrentUser { hubChatMutesByUserId { nodes { reason expiredAt } } } }", {}, { authorization: `session:${alice!.token}` });
@@ -360,6 +359,18 @@ t.test("mods mute and unmute in their experience; the player's subscription hear
   t.equal((await postChatMessage(carol!.onA, "hello?")).__typename, "HubChatUserMuted");
   await op.onA.request(UNMUTE, { i: { userId: carol!.userId } });
   t.equal((await postChatMessage(carol!.onA, "hello!")).__typename, "HubChatCreateUserMessageSuccess", "and the operator's unmute ends it");
+
+  // A mute with an expiry ends by itself.
+  await op.onA.request(MUTE, { i: { userId: frank!.userId, expiredAt: new Date(Date.now() + 1500).toISOString(), reason: "a moment" } });
+  t.equal((await postChatMessage(frank!.onB, "muted for a moment")).__typename, "HubChatUserMuted", "frank is muted until his mute expires");
+  const started = Date.now();
+  let after = "";
+  // Muted posts store nothing and do not count against the rate limit: try every 300 ms.
+  while (after !== "HubChatCreateUserMessageSuccess" && Date.now() - started < 10_000) {
+    await new Promise((r) => setTimeout(r, 300));
+    after = (await postChatMessage(frank!.onA, "back after a moment")).__typename;
+  }
+  t.equal(after, "HubChatCreateUserMessageSuccess", "and posts again once it expired (waited up to 10 s)");
 
   t.same((await op.onA.request(REMOVE, { i: { experienceId: roomA, userId: bob!.userId } })) as unknown, { hubChatRemoveMod: { _: true } }, "the operator removed bob");
   t.same(codes(await gql(a.url, MUTE, { i: { userId: alice!.userId } }, bobHeader)), ["FORBIDDEN"], "bob mutes no more");
