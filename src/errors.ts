@@ -72,6 +72,13 @@ export const ErrorCodes = {
   UNKNOWN_PARAMETER: "GET /bets: a query parameter other than limit and before.",
   // Bets (dbSettleBet and every game settled through it)
   METADATA_TOO_LARGE: "A bet's metadata is larger than the hub stores (8192 bytes as JSON; extensions.limit says so).",
+  // Chat (hubChat* mutations)
+  CHAT_BODY_EMPTY: "A chat message's body is empty or only spaces.",
+  CHAT_BODY_TOO_LONG: "A chat message's body has more than 500 characters (Unicode code points); extensions.limit holds the limit.",
+  CHAT_BODY_CONTROL_CHARACTER: "A chat message's body contains a control character (a line break, tab, NUL, DEL or a C1 control).",
+  CHAT_NOT_FOUND: "A chat operation names a player, experience or message that does not exist, or a player outside the casino or experience it acts in.",
+  CHAT_NOT_MUTED: "hubChatUnmuteUser: the player has no mute in force to end.",
+  CHAT_MUTE_INVALID: "hubChatMuteUser: expiredAt is not in the future, or the reason has more than 500 characters.",
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCodes;

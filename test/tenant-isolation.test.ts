@@ -33,6 +33,9 @@ import { loadSchemaModel, printType, selectionOf, type SchemaModel } from "./hel
  *    (HubTransferJob) and transfer settings are the casino's business: no
  *    player sees any of them;
  *  - a type with none of those columns (api keys): nothing.
+ *  - the chat is the experience's: a message (not hidden) and a mod are seen by
+ *    every player of their casino and experience; a mute by its player, and by
+ *    the mods of its experience.
  * The operator sees every row; an anonymous request sees none.
  */
 
@@ -154,6 +157,20 @@ async function seed() {
       { houseEdge: 0.01, saveOutcomes: true },
     );
     if (bet.__typename !== "HubMakeOutcomeBetSuccess") throw new Error(`seed bet: ${bet.__typename}`);
+    // Chat: the player's message, a hidden one, and a mute of the player.
+    for (const hidden of [null, "now()"]) {
+      await db.query(
+        `insert into hub.chat_message (casino_id, experience_id, user_id, type, client_id, body, hidden_at) values ($1, $2, $3, 'user', gen_random_uuid(), 'seed', ${hidden ?? "null"})`,
+        [p.casinoId, p.experienceId, p.userId],
+      );
+    }
+    await db.query("insert into hub.chat_mute (casino_id, experience_id, user_id, reason, muted_by) values ($1, $2, $3, 'seed', 'seed')", [p.casinoId, p.experienceId, p.userId]);
+  }
+  // Per experience, a system message; bob is a mod of exp-1 in each casino.
+  for (const c of CASINOS) for (const e of EXPERIENCES) {
+    const p = players.get(playerKey(c, "bob", e))!;
+    await db.query("insert into hub.chat_message (casino_id, experience_id, type, client_id, body) values ($1, $2, 'system', gen_random_uuid(), 'seed')", [p.casinoId, p.experienceId]);
+    if (e === "exp-1") await db.query("insert into hub.chat_mod (casino_id, experience_id, user_id) values ($1, $2, $3)", [p.casinoId, p.experienceId, p.userId]);
   }
 }
 
@@ -221,12 +238,28 @@ function visible(who: Who, type: string, row: Row): boolean {
     const chain = universe.get("HubHashChain")?.find((c) => c.id === row.hashChainId);
     return chain !== undefined && visible(who, "HubHashChain", chain);
   }
+  const inExperience = row.casinoId === who.player.casinoId && row.experienceId === who.player.experienceId;
+  if (type === "HubChatMessage") return inExperience && row.hiddenAt === null;
+  if (type === "HubChatMod") return inExperience;
+  if (type === "HubChatMute") {
+    const isMod = universe.get("HubChatMod")?.some((m) => m.userId === who.player.userId && m.experienceId === who.player.experienceId) === true;
+    return inExperience && (row.userId === who.player.userId || isMod);
+  }
   const current = who.current.get(type);
   if (current !== undefined) return row.id === current;
   const leaves = model.tables.get(type)!.leaves;
   const owners = OWNER_FIELDS.filter((f) => leaves.includes(f));
   if (owners.length === 0) return false;
   return owners.every((f) => row[f] === who.player[f]);
+}
+
+/** The players a chat row the identity may read names (userId): a chat shows who wrote, though not their user row. */
+function chatAuthors(who: Who): Set<string> {
+  const ids = new Set<string>();
+  for (const type of ["HubChatMessage", "HubChatMod", "HubChatMute"]) {
+    for (const row of universe.get(type) ?? []) if (typeof row.userId === "string" && visible(who, type, row)) ids.add(row.userId);
+  }
+  return ids;
 }
 
 const rowKey = (row: Row): string => (typeof row.id === "string" ? row.id : JSON.stringify(Object.entries(row).filter(([, v]) => typeof v !== "object").sort()));
@@ -430,7 +463,8 @@ async function checkIdentity(who: Who, opts: { relations: boolean } = { relation
 
   // 5. Whatever was read, no id of a row the identity may not see appears in it.
   const foreign = new Map<string, string>();
-  for (const [type, rows] of universe) for (const row of rows) if (typeof row.id === "string" && !visible(who, type, row)) foreign.set(row.id, brief(type, row));
+  const authors = chatAuthors(who);
+  for (const [type, rows] of universe) for (const row of rows) if (typeof row.id === "string" && !visible(who, type, row) && !authors.has(row.id)) foreign.set(row.id, brief(type, row));
   for (const value of c.seen) if (foreign.has(value)) c.violations.push(`FOREIGN ID as ${who.label}: a response contains the id of ${foreign.get(value)}`);
 
   return c;
@@ -517,13 +551,15 @@ t.test("player A (casino 1 / experience 1) reads only its own rows through every
   // Spelled out: nothing of bob, of experience 2 or of casino 2.
   const others = [...players.entries()].filter(([k]) => k !== playerKey("iso-c1", "alice", "exp-1"));
   const forbidden = new Set<string>();
+  const authors = chatAuthors(playerWho(playerKey("iso-c1", "alice", "exp-1")));
   for (const [k, p] of others) {
-    if (p.userId !== players.get(playerKey("iso-c1", "alice", "exp-1"))!.userId) forbidden.add(p.userId);
+    if (p.userId !== players.get(playerKey("iso-c1", "alice", "exp-1"))!.userId && !authors.has(p.userId)) forbidden.add(p.userId);
     if (!k.startsWith("iso-c1/")) forbidden.add(p.casinoId);
     if (!k.endsWith("/exp-1") || !k.startsWith("iso-c1/")) forbidden.add(p.experienceId);
     forbidden.add(p.sessionId);
   }
   t.same([...forbidden].filter((id) => c.seen.has(id)), [], "no id of user B, of experience 2, of casino 2 or of another session in any response");
+  t.ok(c.seen.has(players.get(playerKey("iso-c1", "bob", "exp-1"))!.userId), "but bob's user id, as the author of a chat message of experience 1");
 });
 
 t.test("every other player: the same matrix", async (t) => {

@@ -8,6 +8,7 @@ import { Players } from "./pages/Players.js";
 import { Bets } from "./pages/Bets.js";
 import { Transfers } from "./pages/Transfers.js";
 import { Configuration } from "./pages/Configuration.js";
+import { Chat } from "./pages/Chat.js";
 import "./style.css";
 
 const PAGES = [
@@ -15,6 +16,7 @@ const PAGES = [
   { id: "players", title: "Players" },
   { id: "bets", title: "Bets" },
   { id: "transfers", title: "Transfers" },
+  { id: "chat", title: "Chat" },
   { id: "config", title: "Configuration" },
 ] as const;
 
@@ -115,6 +117,7 @@ function App() {
         {page === "players" && <Players userId={args[0]} />}
         {page === "bets" && <Bets betType={args[0]} betId={args[1]} />}
         {page === "transfers" && <Transfers />}
+        {page === "chat" && <Chat experienceId={args[0]} />}
         {page === "config" && <Configuration />}
       </main>
     </CapsContext.Provider>

@@ -17,3 +17,4 @@ export {
   type GraphQLResponse,
 } from "../test-kit/index.js";
 export { createHashChain, getNextHash, clientSeedForOutcome } from "../test-kit/hash-chain.js";
+export { postChatMessage, postSystemChatMessage, readChatMessages, type ChatMessage, type PostChatMessageResult } from "../test-kit/chat.js";

@@ -9,6 +9,7 @@ import { HubLiveAlertsPlugin } from "./live-alerts.js";
 import { HubHashChainPlugin } from "../fair/hash-chain-plugin.js";
 import { HubOutcomeInputPlugin } from "../fair/outcome-input.js";
 import { HubTransfersPlugin } from "../transfers/graphql.js";
+import { HubChatPlugin } from "../chat/plugin.js";
 
 type SessionKey = "user_id" | "casino_id" | "experience_id" | "id";
 
@@ -96,5 +97,5 @@ export const HubBalanceByCurrencyPlugin = extendSchema((build) => {
 /** The hub's own plugins; keep them with `plugins: [...defaultPlugins, MyPlugin]`. */
 export const defaultPlugins: GraphileConfig.Plugin[] = [
   HubCurrentIdentityPlugin, HubBalanceByCurrencyPlugin, HubUserClientIdPlugin, BetInterfacePlugin, HubSessionPlugin, HubOperatorPlugin,
-  HubOperatorCredentialsPlugin, HubLiveAlertsPlugin, HubHashChainPlugin, HubOutcomeInputPlugin, HubTransfersPlugin,
+  HubOperatorCredentialsPlugin, HubLiveAlertsPlugin, HubHashChainPlugin, HubOutcomeInputPlugin, HubTransfersPlugin, HubChatPlugin,
 ];

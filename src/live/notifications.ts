@@ -7,6 +7,7 @@ export const LIVE_CHANNEL = {
   balance: "hub_balance_alert",
   put: "hub_put_alert",
   bet: "hub_bet_alert",
+  chat: "hub_chat_alert",
 } as const;
 const CORE_CHANNELS: readonly string[] = Object.values(LIVE_CHANNEL);
 
@@ -16,7 +17,12 @@ export const liveTopic = {
   put: (userId: string, casinoId: string, experienceId: string) => `${LIVE_CHANNEL.put}:${userId}:${casinoId}:${experienceId}`,
   /** Every bet, or one player's bets. */
   bet: (userId?: string) => `${LIVE_CHANNEL.bet}:${userId ?? "*"}`,
+  /** One chat subscriber: the room's messages and their own mutes. */
+  chat: (userId: string, casinoId: string, experienceId: string) => `${LIVE_CHANNEL.chat}:${casinoId}:${experienceId}:${userId}`,
 };
+
+/** What a chat subscriber receives; a message is read afterwards under the subscriber's row-level security. */
+export type ChatAlert = { kind: "message"; chatMessageId: string } | { kind: "muted" } | { kind: "unmuted" };
 
 export interface BalanceAlert {
   currencyKey: string;
@@ -138,9 +144,24 @@ export function createLiveNotifications(url: string, log: Logger): LiveNotificat
   let retryTimer: NodeJS.Timeout | undefined;
   let delay = 100;
 
+  /** Chat topics by room (casino:experience): a message goes to every subscriber of its room. */
+  const chatRooms = new Map<string, Set<string>>();
+  const chatPrefix = `${LIVE_CHANNEL.chat}:`;
+  const roomOf = (topic: string) => topic.slice(chatPrefix.length, topic.lastIndexOf(":"));
+
   const publish = (topic: string, event: unknown) => {
     const set = topics.get(topic);
     if (set) for (const sub of set) sub.push(event);
+  };
+
+  const onChat = (data: Record<string, unknown>) => {
+    const room = `${String(data.c)}:${String(data.e)}`;
+    if (data.t === "message") {
+      const event: ChatAlert = { kind: "message", chatMessageId: String(data.id) };
+      for (const topic of chatRooms.get(room) ?? []) publish(topic, event);
+    } else if (data.t === "muted" || data.t === "unmuted") {
+      publish(`${chatPrefix}${room}:${String(data.u)}`, { kind: data.t } satisfies ChatAlert);
+    }
   };
 
   const onNotification = (msg: pg.Notification) => {
@@ -158,6 +179,8 @@ export function createLiveNotifications(url: string, log: Logger): LiveNotificat
     }
     if (channel === LIVE_CHANNEL.balance) {
       publish(liveTopic.balance(String(data.u), String(data.c), String(data.e)), { currencyKey: String(data.k) } satisfies BalanceAlert);
+    } else if (channel === LIVE_CHANNEL.chat) {
+      onChat(data);
     } else if (channel === LIVE_CHANNEL.put) {
       publish(liveTopic.put(String(data.userId), String(data.casinoId), String(data.experienceId)), {
         currencyKey: String(data.currencyKey),
@@ -241,7 +264,14 @@ export function createLiveNotifications(url: string, log: Logger): LiveNotificat
   const released = (sub: TopicSubscription) => {
     count--;
     sub.set.delete(sub);
-    if (sub.set.size === 0) topics.delete(sub.topic);
+    if (sub.set.size === 0) {
+      topics.delete(sub.topic);
+      if (sub.topic.startsWith(chatPrefix)) {
+        const room = chatRooms.get(roomOf(sub.topic));
+        room?.delete(sub.topic);
+        if (room?.size === 0) chatRooms.delete(roomOf(sub.topic));
+      }
+    }
   };
   const releasedChannel = (sub: TopicSubscription) => {
     released(sub);
@@ -263,7 +293,15 @@ export function createLiveNotifications(url: string, log: Logger): LiveNotificat
         listenTo(topic);
       }
       let set = topics.get(topic);
-      if (!set) topics.set(topic, (set = new Set()));
+      if (!set) {
+        topics.set(topic, (set = new Set()));
+        if (topic.startsWith(chatPrefix)) {
+          const room = roomOf(topic);
+          let roomTopics = chatRooms.get(room);
+          if (!roomTopics) chatRooms.set(room, (roomTopics = new Set()));
+          roomTopics.add(topic);
+        }
+      }
       count++;
       const sub = new TopicSubscription(topic, set, isCore ? released : releasedChannel);
       set.add(sub);
