@@ -1,0 +1,261 @@
+/**
+ * The documentation against the code, so no page drifts from it:
+ * - every ```ts block of README.md and docs/*.md type-checks against the package as a user imports it
+ *   (`@hubpkg/hub/...` through the package's exports, so `npm run build` first), with the project's
+ *   strict settings; a block marked ```ts no-check is left out and must say why on its first line;
+ * - every relative link points at a file that exists and, with `#anchor`, at a heading of it;
+ * - the blocks marked ```sh runnable run against a freshly started `node dist/server.js`, and a comment
+ *   line `# {...}` after a command is the shape its output must have.
+ */
+import "./helpers/env.js";
+import { execFile } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import t from "tap";
+import { ROOT, startServerProcess } from "./helpers/process.js";
+import { tmpDir } from "./helpers/tmp.js";
+
+/** Pages written in other branches at the same time: a link to one is checked once the page exists. */
+const PAGES_IN_PROGRESS = new Set(["docs/your-own-project.md", "docs/chat.md"]);
+
+interface Block {
+  page: string;
+  /** Line of the block's first content line in the page, 1-based. */
+  line: number;
+  info: string[];
+  text: string;
+}
+
+/** README.md and the pages of docs/ (not the `_notes-*` drafts waiting to be folded in). */
+function pages(): string[] {
+  const docs = fs.readdirSync(path.join(ROOT, "docs")).filter((f) => f.endsWith(".md") && !f.startsWith("_"));
+  return ["README.md", ...docs.sort().map((f) => `docs/${f}`)];
+}
+
+function read(page: string): string {
+  return fs.readFileSync(path.join(ROOT, page), "utf8");
+}
+
+function blocks(page: string): Block[] {
+  const found: Block[] = [];
+  let open: Block | undefined;
+  read(page).split("\n").forEach((line, i) => {
+    const fence = /^```(.*)$/.exec(line);
+    if (!fence) {
+      if (open) open.text += line + "\n";
+    } else if (open) {
+      found.push(open);
+      open = undefined;
+    } else {
+      open = { page, line: i + 2, info: fence[1]!.trim().split(/\s+/).filter(Boolean), text: "" };
+    }
+  });
+  return found;
+}
+
+/** Lines outside fenced blocks, with their 1-based numbers. */
+function prose(page: string): [number, string][] {
+  let inside = false;
+  const lines: [number, string][] = [];
+  read(page).split("\n").forEach((line, i) => {
+    if (line.startsWith("```")) inside = !inside;
+    else if (!inside) lines.push([i + 1, line]);
+  });
+  return lines;
+}
+
+/** The anchors GitHub gives a page's headings (lower case, punctuation dropped, spaces to hyphens), and its `<a id>`s. */
+function anchors(page: string): Set<string> {
+  const seen = new Map<string, number>();
+  const result = new Set<string>();
+  for (const [, line] of prose(page)) {
+    const heading = /^#{1,6} (.*)$/.exec(line);
+    if (heading) {
+      const base = heading[1]!.trim().toLowerCase().replace(/[^\p{L}\p{N}_\- ]/gu, "").replace(/ /g, "-");
+      const n = seen.get(base) ?? 0;
+      seen.set(base, n + 1);
+      result.add(n === 0 ? base : `${base}-${n}`);
+    }
+    for (const m of line.matchAll(/<a id="([^"]+)"><\/a>/g)) result.add(m[1]!);
+  }
+  return result;
+}
+
+t.test("every page is listed in the README's map, and the README stays short", async (t) => {
+  const readme = read("README.md");
+  t.ok(readme.split("\n").length <= 300, `README.md has ${readme.split("\n").length} lines (at most 300)`);
+  for (const page of pages().slice(1)) t.ok(readme.includes(`](${page})`), `README.md links to ${page}`);
+});
+
+t.test("relative links point at files and headings that exist", async (t) => {
+  let checked = 0;
+  for (const page of pages()) {
+    for (const [lineNo, line] of prose(page)) {
+      // Inline code may show link syntax as text.
+      const text = line.replace(/`[^`]*`/g, "");
+      for (const m of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+        const target = m[1]!;
+        if (/^[a-z]+:/i.test(target)) continue; // http:, https:, mailto:
+        const [file, anchor] = target.split("#") as [string, string | undefined];
+        const resolved = file === "" ? page : path.posix.normalize(path.posix.join(path.posix.dirname(page), file));
+        const where = `${page}:${lineNo}: ${target}`;
+        if (!fs.existsSync(path.join(ROOT, resolved))) {
+          if (PAGES_IN_PROGRESS.has(resolved)) t.comment(`${where}: ${resolved} is being written in another branch`);
+          else t.fail(`${where}: no file ${resolved}`);
+          continue;
+        }
+        checked++;
+        if (anchor && resolved.endsWith(".md")) t.ok(anchors(resolved).has(anchor), `${where}: ${resolved} has a heading #${anchor}`);
+      }
+    }
+  }
+  t.ok(checked > 30, `${checked} links checked`);
+});
+
+t.test("every TypeScript block type-checks against the package with the project's strict settings", async (t) => {
+  const dir = fs.mkdtempSync(path.join(ROOT, ".docs-check-"));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  /** Written file (relative to dir) → where its block is. */
+  const origin = new Map<string, { page: string; line: number }>();
+  let skipped = 0;
+  for (const page of pages()) {
+    blocks(page).forEach((block, i) => {
+      if (block.info[0] !== "ts") return;
+      if (block.info.includes("no-check")) {
+        t.match(block.text, /^\/\/ .{10,}/, `${page}:${block.line}: a block left unchecked says why on its first line`);
+        skipped++;
+        return;
+      }
+      // A block whose first line names a file (`// src/daily-bonus.ts`) is written there, so the blocks of
+      // one page can import each other as a project's files do.
+      const named = /^\/\/ ([\w./-]+\.ts)\b/.exec(block.text)?.[1];
+      const file = path.posix.join(path.basename(page, ".md"), named ?? `block-${i}.ts`);
+      fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+      // `export {}` makes every block a module, so top-level await and names are the block's own.
+      fs.writeFileSync(path.join(dir, file), `${block.text}export {};\n`);
+      origin.set(file, { page, line: block.line });
+    });
+  }
+  t.ok(origin.size >= 8, `${origin.size} blocks to check (${skipped} marked no-check)`);
+  t.ok(skipped <= 2, "no-check stays rare");
+  fs.writeFileSync(
+    path.join(dir, "tsconfig.json"),
+    JSON.stringify({
+      extends: "../tsconfig.json",
+      // No path mapping: @hubpkg/hub/... resolves through package.json's exports to dist/, as in a user's project.
+      compilerOptions: { noEmit: true, rootDir: "..", paths: {}, incremental: false },
+      include: ["**/*.ts"],
+      exclude: [],
+    }),
+  );
+  const tsc = path.join(ROOT, "node_modules/typescript/bin/tsc");
+  const output = await new Promise<{ code: number; text: string }>((resolve) => {
+    execFile(process.execPath, [tsc, "-p", path.join(dir, "tsconfig.json"), "--pretty", "false"], { cwd: ROOT, maxBuffer: 16 << 20 }, (error, stdout, stderr) =>
+      resolve({ code: error ? Number(error.code ?? 1) : 0, text: stdout + stderr }),
+    );
+  });
+  // Report each error at its line in the page.
+  const errors = output.text
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => {
+      const m = /^(.+?)\((\d+),(\d+)\): (.*)$/.exec(line);
+      const file = m && path.relative(dir, path.resolve(ROOT, m[1]!)).split(path.sep).join("/");
+      const from = file ? origin.get(file) : undefined;
+      return from ? `${from.page}:${from.line + Number(m![2]) - 1}: ${m![4]}` : line;
+    });
+  t.same(errors, [], "tsc reports no error");
+  t.equal(output.code, 0, "tsc exits 0");
+});
+
+/** The same JSON shape: the same keys, and values of the same kind; a string with "…" in the page stands for any string. */
+function sameShape(actual: unknown, expected: unknown, at = "$"): string[] {
+  const kind = (v: unknown) => (v === null ? "null" : Array.isArray(v) ? "array" : typeof v);
+  if (kind(actual) !== kind(expected)) return [`${at}: expected ${kind(expected)}, got ${JSON.stringify(actual)}`];
+  if (Array.isArray(expected)) {
+    const got = actual as unknown[];
+    if (expected.length > 0 && got.length === 0) return [`${at}: expected at least one element`];
+    return expected.length > 0 ? got.flatMap((v, i) => sameShape(v, expected[0], `${at}[${i}]`)) : [];
+  }
+  if (kind(expected) === "object") {
+    const a = actual as Record<string, unknown>;
+    const e = expected as Record<string, unknown>;
+    const keys = [...new Set([...Object.keys(a), ...Object.keys(e)])];
+    return keys.flatMap((k) => (k in a && k in e ? sameShape(a[k], e[k], `${at}.${k}`) : [`${at}: key ${k} ${k in e ? "missing" : "not in the page"}`]));
+  }
+  return [];
+}
+
+interface Step {
+  command: string;
+  line: number;
+  expected?: unknown;
+}
+
+/** A runnable block's commands (continuation lines joined) and the expected shapes of their outputs. */
+function steps(block: Block): Step[] {
+  const result: Step[] = [];
+  const lines = block.text.split("\n");
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!;
+    if (line.trim() === "" || line.startsWith("#")) {
+      // `# {…}` right after a command: the JSON its output must match in shape (up to the first space).
+      const json = /^# ([[{]\S*)/.exec(line)?.[1];
+      const last = result[result.length - 1];
+      if (json && last && last.expected === undefined) last.expected = JSON.parse(json.replace(/…/g, ""));
+      continue;
+    }
+    // The test starts the server itself, where the page says `npm start`.
+    if (/^npm start\b/.test(line)) continue;
+    let command = line;
+    const start = i;
+    while (command.endsWith("\\") && i + 1 < lines.length) command = command.slice(0, -1) + lines[++i];
+    result.push({ command, line: block.line + start });
+  }
+  return result;
+}
+
+t.test("the walkthrough blocks marked runnable run against a started server", async (t) => {
+  const runnable = pages().flatMap((page) => blocks(page).filter((b) => b.info[0] === "sh" && b.info.includes("runnable")));
+  t.ok(runnable.length >= 2, `${runnable.length} runnable blocks`);
+  const dataDir = tmpDir(t);
+  const server = await startServerProcess({ HUB_DATA_DIR: dataDir });
+  t.teardown(() => {
+    server.child.kill("SIGINT");
+    return server.exited;
+  });
+  const hostPort = new URL(server.url).host;
+  for (const block of runnable) {
+    const list = steps(block);
+    // One shell per block, as a reader types it; a marker before each command splits the output.
+    const script = ["set -eo pipefail", ...list.map((s, i) => `printf '\\n@@step ${i}\\n'\n${s.command.replaceAll("localhost:4000", hostPort)}`)].join("\n");
+    const run = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      execFile(
+        "bash",
+        ["-c", script],
+        {
+          cwd: ROOT,
+          timeout: 120_000,
+          env: { ...process.env, HUB_DATA_DIR: dataDir, PATH: `${path.dirname(process.execPath)}:${process.env.PATH ?? ""}` },
+        },
+        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+    const where = `${block.page}:${block.line}`;
+    t.equal(run.code, 0, `${where}: every command succeeds`, { stderr: run.stderr });
+    const outputs = run.stdout.split(/\n@@step \d+\n/).slice(1);
+    t.equal(outputs.length, list.length, `${where}: every command ran`);
+    list.forEach((step, i) => {
+      if (step.expected === undefined) return;
+      const text = outputs[i]?.trim() ?? "";
+      let actual: unknown;
+      try {
+        actual = JSON.parse(text);
+      } catch {
+        t.fail(`${block.page}:${step.line}: the output is JSON`, { found: text });
+        return;
+      }
+      t.same(sameShape(actual, step.expected), [], `${block.page}:${step.line}: the output has the page's shape`, { found: text });
+    });
+  }
+});
