@@ -112,6 +112,25 @@ t.test("relative links point at files and headings that exist", async (t) => {
   t.ok(checked > 30, `${checked} links checked`);
 });
 
+t.test("docs/architecture.md names every source file of adapters/ and src/", async (t) => {
+  const page = read("docs/architecture.md");
+  const missing: string[] = [];
+  const walk = (dir: string) => {
+    for (const entry of fs.readdirSync(path.join(ROOT, dir), { withFileTypes: true })) {
+      const rel = path.posix.join(dir, entry.name);
+      // The dashboard is a web page of its own, described as one folder.
+      if (entry.isDirectory() && rel !== "src/dashboard") walk(rel);
+      else if (entry.isFile() && entry.name.endsWith(".ts") && !entry.name.endsWith(".d.ts")) {
+        const named = new RegExp(`(^|[\\s/(,\`])${entry.name.replace(/\./g, "\\.")}\\b`, "m");
+        if (!named.test(page)) missing.push(rel);
+      }
+    }
+  };
+  walk("adapters");
+  walk("src");
+  t.same(missing, [], "each file is named in the page's request path or layout (add a new file there)");
+});
+
 t.test("every TypeScript block type-checks against the package with the project's strict settings", async (t) => {
   const dir = fs.mkdtempSync(path.join(ROOT, ".docs-check-"));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
