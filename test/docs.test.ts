@@ -8,7 +8,7 @@
  *   line `# {...}` after a command is the shape its output must have.
  */
 import "./helpers/env.js";
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import t from "tap";
@@ -277,4 +277,37 @@ t.test("the walkthrough blocks marked runnable run against a started server", as
       t.same(sameShape(actual, step.expected), [], `${block.page}:${step.line}: the output has the page's shape`, { found: text });
     });
   }
+
+  // The live-updates client, run as a user runs it on this Node (Node 20 has no global WebSocket).
+  const client = blocks("docs/live-updates.md").find((b) => b.info[0] === "ts" && b.text.includes("createClient"));
+  if (!client) {
+    t.fail("docs/live-updates.md has a graphql-ws client block");
+    return;
+  }
+  const dir = fs.mkdtempSync(path.join(ROOT, ".docs-check-"));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  fs.writeFileSync(path.join(dir, "client.ts"), client.text.replace(/(127\.0\.0\.1|localhost):4000/g, hostPort));
+  const cli = (...args: string[]) =>
+    new Promise<string>((resolve, reject) =>
+      execFile(process.execPath, [path.join(ROOT, "dist/cli.js"), ...args], { cwd: ROOT, env: { ...process.env, HUB_DATA_DIR: dataDir } }, (error, stdout, stderr) =>
+        error ? reject(new Error(`hub ${args.join(" ")}: ${stderr}`)) : resolve(stdout.trim().split("\n").pop()!),
+      ),
+    );
+  const token = await cli("session", "create", "--uname", "docs-live");
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(dir, "client.ts")], {
+    cwd: ROOT,
+    env: { ...process.env, SESSION_TOKEN: token },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  t.teardown(() => child.kill("SIGKILL"));
+  let output = "";
+  child.stdout.on("data", (c: Buffer) => (output += c.toString()));
+  child.stderr.on("data", (c: Buffer) => (output += c.toString()));
+  // Credit until the alert arrives: the first credit may land before the subscription is in place.
+  const deadline = Date.now() + 60_000;
+  while (!output.includes("changed: refetch it") && Date.now() < deadline && child.exitCode === null) {
+    await cli("balance", "credit", "--uname", "docs-live", "--currency", "HOUSE", "--amount", "1");
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+  t.match(output, /the balance in HOUSE changed: refetch it/, `${client.page}:${client.line}: the client receives hubBalanceAlert (waited up to 60 s)`);
 });
