@@ -187,7 +187,7 @@ t.test("every TypeScript block type-checks against the package with the project'
   t.equal(output.code, 0, "tsc exits 0");
 });
 
-/** The same JSON shape: the same keys, and values of the same kind; a string with "…" in the page stands for any string. */
+/** The same JSON shape: the same keys, and values of the same kind (ids, times and a coin flip differ from run to run). */
 function sameShape(actual: unknown, expected: unknown, at = "$"): string[] {
   const kind = (v: unknown) => (v === null ? "null" : Array.isArray(v) ? "array" : typeof v);
   if (kind(actual) !== kind(expected)) return [`${at}: expected ${kind(expected)}, got ${JSON.stringify(actual)}`];
@@ -205,6 +205,19 @@ function sameShape(actual: unknown, expected: unknown, at = "$"): string[] {
   return [];
 }
 
+/** The longest prefix of text that is JSON (the rest is a remark for the reader). */
+function leadingJson(text: string, page: string, line: number): unknown {
+  for (let end = text.length; end > 0; end--) {
+    if (text[end - 1] !== "}" && text[end - 1] !== "]") continue;
+    try {
+      return JSON.parse(text.slice(0, end));
+    } catch {
+      // a shorter prefix, then
+    }
+  }
+  throw new Error(`${page}:${line}: the comment after a command starts like JSON but is not: ${text}`);
+}
+
 interface Step {
   command: string;
   line: number;
@@ -218,10 +231,9 @@ function steps(block: Block): Step[] {
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]!;
     if (line.trim() === "" || line.startsWith("#")) {
-      // `# {…}` right after a command: the JSON its output must match in shape (up to the first space).
-      const json = /^# ([[{]\S*)/.exec(line)?.[1];
+      // `# {…}` right after a command: the JSON its output must match in shape (a remark may follow it).
       const last = result[result.length - 1];
-      if (json && last && last.expected === undefined) last.expected = JSON.parse(json.replace(/…/g, ""));
+      if (/^# [[{]/.test(line) && last && last.expected === undefined) last.expected = leadingJson(line.slice(2), block.page, block.line + i);
       continue;
     }
     // The test starts the server itself, where the page says `npm start`.
