@@ -5,13 +5,16 @@
  *   strict settings; a block marked ```ts no-check is left out and must say why on its first line;
  * - every relative link points at a file that exists and, with `#anchor`, at a heading of it;
  * - the blocks marked ```sh runnable run against a freshly started `node dist/server.js`, and a comment
- *   line `# {...}` after a command is the shape its output must have.
+ *   line `# {...}` after a command is the shape its output must have;
+ * - every ```graphql block's operations fit that server's schema, and the live-updates client receives an
+ *   alert from it on the Node running the test.
  */
 import "./helpers/env.js";
 import { execFile, spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import t from "tap";
+import { buildClientSchema, getIntrospectionQuery, Kind, parse, validate, type IntrospectionQuery } from "@hubpkg/hub/graphql";
 import { ROOT, startServerProcess } from "./helpers/process.js";
 import { tmpDir } from "./helpers/tmp.js";
 
@@ -289,6 +292,25 @@ t.test("the walkthrough blocks marked runnable run against a started server", as
       t.same(sameShape(actual, step.expected), [], `${block.page}:${step.line}: the output has the page's shape`, { found: text });
     });
   }
+
+  // The GraphQL blocks, each operation on its own, against the demo server's schema.
+  const introspection = await fetch(`${server.url}/graphql`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ query: getIntrospectionQuery() }),
+  });
+  const schema = buildClientSchema(((await introspection.json()) as { data: IntrospectionQuery }).data);
+  let operations = 0;
+  for (const page of pages()) {
+    for (const block of blocks(page).filter((b) => b.info[0] === "graphql")) {
+      for (const definition of parse(block.text).definitions) {
+        operations++;
+        const errors = validate(schema, { kind: Kind.DOCUMENT, definitions: [definition] }).map((e) => e.message);
+        t.same(errors, [], `${page}:${block.line + (definition.loc?.startToken.line ?? 1) - 1}: the operation fits the schema`);
+      }
+    }
+  }
+  t.ok(operations >= 3, `${operations} GraphQL operations validated`);
 
   // The live-updates client, run as a user runs it on this Node (Node 20 has no global WebSocket).
   const client = blocks("docs/live-updates.md").find((b) => b.info[0] === "ts" && b.text.includes("createClient"));
