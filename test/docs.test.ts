@@ -12,6 +12,7 @@
 import "./helpers/env.js";
 import { execFile, spawn } from "node:child_process";
 import fs from "node:fs";
+import net from "node:net";
 import path from "node:path";
 import t from "tap";
 import { buildClientSchema, getIntrospectionQuery, Kind, parse, validate, type IntrospectionQuery } from "@hubpkg/hub/graphql";
@@ -209,6 +210,17 @@ function sameShape(actual: unknown, expected: unknown, at = "$"): string[] {
   return [];
 }
 
+/** A port nothing listens on right now. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer().listen(0, "127.0.0.1", () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+    probe.on("error", reject);
+  });
+}
+
 /** The longest prefix of text that is JSON (the rest is a remark for the reader). */
 function leadingJson(text: string, page: string, line: number): unknown {
   for (let end = text.length; end > 0; end--) {
@@ -226,6 +238,8 @@ interface Step {
   command: string;
   line: number;
   expected?: unknown;
+  /** A process the reader starts in a terminal of its own (`# terminal 2: …`): run in the background. */
+  background?: boolean;
 }
 
 /** A runnable block's commands (continuation lines joined) and the expected shapes of their outputs. */
@@ -245,7 +259,7 @@ function steps(block: Block): Step[] {
     let command = line;
     const start = i;
     while (command.endsWith("\\") && i + 1 < lines.length) command = command.slice(0, -1) + lines[++i];
-    result.push({ command, line: block.line + start });
+    result.push({ command, line: block.line + start, background: /#\s*terminal \d/.test(command) });
   }
   return result;
 }
@@ -267,15 +281,33 @@ t.test("the walkthrough blocks marked runnable run against a started server", as
   const hostPort = new URL(server.url).host;
   for (const block of runnable) {
     const list = steps(block);
+    // A port a background process listens on (`--port 4100`) becomes a free one, wherever the block names it.
+    const ports = new Map<string, number>([["4000", Number(new URL(server.url).port)]]);
+    for (const step of list.filter((s) => s.background)) {
+      const port = /--port (\d+)/.exec(step.command)?.[1];
+      if (port) ports.set(port, await freePort());
+    }
+    const local = (command: string) => command.replace(/(localhost:|127\.0\.0\.1:|--port )(\d+)/g, (_match, prefix: string, port: string) => `${prefix}${ports.get(port) ?? port}`);
     // One shell per block, as a reader types it; a marker before each command splits the output.
-    const script = ["set -eo pipefail", ...list.map((s, i) => `printf '\\n@@step ${i}\\n'\n${s.command.replaceAll("localhost:4000", hostPort)}`)].join("\n");
+    const script = [
+      "set -eo pipefail",
+      "BG=(); trap 'kill \"${BG[@]}\" 2>/dev/null || true' EXIT",
+      ...list.map((s, i) => {
+        const command = local(s.command);
+        if (!s.background) return `printf '\\n@@step ${i}\\n'\n${command}`;
+        // Started as in another terminal, then waited for until its port answers (at most 60 s).
+        const port = /--port (\d+)/.exec(command)?.[1];
+        const wait = port ? `\nfor i in $(seq 1 300); do curl -s -o /dev/null localhost:${port}/ && break; sleep 0.2; done` : "";
+        return `printf '\\n@@step ${i}\\n'\n${command.replace(/#.*$/, "")} >/dev/null 2>&1 &\nBG+=($!)${wait}`;
+      }),
+    ].join("\n");
     const run = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
       execFile(
         "bash",
         ["-c", script],
         {
           cwd: ROOT,
-          timeout: 120_000,
+          timeout: 300_000, // a block that hangs (an `until` loop whose condition never holds) fails here
           env: { ...process.env, HUB_DATA_DIR: dataDir, PATH: `${path.dirname(process.execPath)}:${process.env.PATH ?? ""}` },
         },
         (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
