@@ -136,30 +136,40 @@ t.test("docs/architecture.md names every source file of adapters/ and src/", asy
   t.same(missing, [], "each file is named in the page's request path or layout (add a new file there)");
 });
 
-t.test("every TypeScript block type-checks against the package with the project's strict settings", async (t) => {
-  const dir = fs.mkdtempSync(path.join(ROOT, ".docs-check-"));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  /** Written file (relative to dir) → where its block is. */
-  const origin = new Map<string, { page: string; line: number }>();
-  let skipped = 0;
+/** Written file (relative to the folder) → where its block is. */
+type Origins = Map<string, { page: string; line: number }>;
+
+/**
+ * The pages' ```ts blocks (and ```sql blocks that name a file) as files under dir, one folder per page.
+ * A block whose first line names a file (`// src/daily-bonus.ts`, `-- migrations/001-x.sql`) is written
+ * there, so the blocks of one page can use each other as a project's files do.
+ */
+function writeBlocks(dir: string, onSkipped: (block: Block) => void = () => {}): Origins {
+  const origin: Origins = new Map();
   for (const page of pages()) {
     blocks(page).forEach((block, i) => {
-      if (block.info[0] !== "ts") return;
-      if (block.info.includes("no-check")) {
-        t.match(block.text, /^\/\/ .{10,}/, `${page}:${block.line}: a block left unchecked says why on its first line`);
-        skipped++;
-        return;
-      }
-      // A block whose first line names a file (`// src/daily-bonus.ts`) is written there, so the blocks of
-      // one page can import each other as a project's files do.
-      const named = /^\/\/ ([\w./-]+\.ts)\b/.exec(block.text)?.[1];
+      const sqlFile = block.info[0] === "sql" ? /^-- ([\w./-]+\.sql)\b/.exec(block.text)?.[1] : undefined;
+      if (block.info[0] !== "ts" && !sqlFile) return;
+      if (block.info.includes("no-check")) return onSkipped(block);
+      const named = sqlFile ?? /^\/\/ ([\w./-]+\.ts)\b/.exec(block.text)?.[1];
       const file = path.posix.join(path.basename(page, ".md"), named ?? `block-${i}.ts`);
       fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
       // `export {}` makes every block a module, so top-level await and names are the block's own.
-      fs.writeFileSync(path.join(dir, file), `${block.text}export {};\n`);
+      fs.writeFileSync(path.join(dir, file), sqlFile ? block.text : `${block.text}export {};\n`);
       origin.set(file, { page, line: block.line });
     });
   }
+  return origin;
+}
+
+t.test("every TypeScript block type-checks against the package with the project's strict settings", async (t) => {
+  const dir = fs.mkdtempSync(path.join(ROOT, ".docs-check-"));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  let skipped = 0;
+  const origin = writeBlocks(dir, (block) => {
+    t.match(block.text, /^\/\/ .{10,}/, `${block.page}:${block.line}: a block left unchecked says why on its first line`);
+    skipped++;
+  });
   t.ok(origin.size >= 8, `${origin.size} blocks to check (${skipped} marked no-check)`);
   t.ok(skipped <= 2, "no-check stays rare");
   fs.writeFileSync(
@@ -190,6 +200,26 @@ t.test("every TypeScript block type-checks against the package with the project'
     });
   t.same(errors, [], "tsc reports no error");
   t.equal(output.code, 0, "tsc exits 0");
+});
+
+t.test("the test files of the pages pass, run as their project runs them", async (t) => {
+  const dir = fs.mkdtempSync(path.join(ROOT, ".docs-check-"));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const origin = writeBlocks(dir);
+  const tests = [...origin.keys()].filter((file) => file.endsWith(".test.ts"));
+  t.ok(tests.length >= 1, `${tests.length} test files in the pages`);
+  for (const file of tests) {
+    const [pageDir, ...rest] = file.split("/");
+    const from = origin.get(file)!;
+    // From the page's folder, as from the project's root: its migrations path is relative to it.
+    const run = await new Promise<{ code: number; output: string }>((resolve) =>
+      execFile(process.execPath, ["--import", "tsx", "--test", rest.join("/")], { cwd: path.join(dir, pageDir!), timeout: 300_000 }, (error, stdout, stderr) =>
+        resolve({ code: error ? Number(error.code ?? 1) : 0, output: stdout + stderr }),
+      ),
+    );
+    t.equal(run.code, 0, `${from.page}:${from.line}: ${rest.join("/")} passes`, { output: run.output.slice(-4000) });
+    t.match(run.output, /# pass [1-9]/, `${from.page}:${from.line}: it ran its tests`);
+  }
 });
 
 /** The same JSON shape: the same keys, and values of the same kind (ids, times and a coin flip differ from run to run). */
