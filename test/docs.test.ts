@@ -14,9 +14,9 @@ import { execFile, spawn } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
-import t from "tap";
+import t, { type Test } from "tap";
 import { buildClientSchema, getIntrospectionQuery, Kind, parse, validate, type IntrospectionQuery } from "@hubpkg/hub/graphql";
-import { ROOT, startServerProcess } from "./helpers/process.js";
+import { ROOT, startServerProcess, type ServerProcess } from "./helpers/process.js";
 import { tmpDir } from "./helpers/tmp.js";
 
 /** Pages written in other branches at the same time: a link to one is checked once the page exists. */
@@ -294,93 +294,73 @@ function steps(block: Block): Step[] {
   return result;
 }
 
-t.test("the walkthrough blocks marked runnable run against a started server", async (t) => {
-  const runnable = pages().flatMap((page) => blocks(page).filter((b) => b.info[0] === "sh" && b.info.includes("runnable")));
-  const hasCurl = await new Promise<boolean>((resolve) => execFile("bash", ["-c", "command -v curl"], (error) => resolve(!error)));
-  if (!hasCurl) {
-    t.fail("curl is on PATH: the walkthroughs run as a reader runs them (.ci/run installs it)");
-    return;
-  }
-  t.ok(runnable.length >= 2, `${runnable.length} runnable blocks`);
-  const dataDir = tmpDir(t);
-  const server = await startServerProcess({ HUB_DATA_DIR: dataDir });
-  t.teardown(() => {
-    server.child.kill("SIGINT");
-    return server.exited;
-  });
-  const hostPort = new URL(server.url).host;
-  for (const block of runnable) {
-    const list = steps(block);
-    // A port a background process listens on (`--port 4100`) becomes a free one, wherever the block names it.
-    const ports = new Map<string, number>([["4000", Number(new URL(server.url).port)]]);
-    for (const step of list.filter((s) => s.background)) {
-      const port = /--port (\d+)/.exec(step.command)?.[1];
-      if (port) ports.set(port, await freePort());
-    }
-    const local = (command: string) => command.replace(/(localhost:|127\.0\.0\.1:|--port )(\d+)/g, (_match, prefix: string, port: string) => `${prefix}${ports.get(port) ?? port}`);
-    // One shell per block, as a reader types it; a marker before each command splits the output.
-    const script = [
-      "set -eo pipefail",
-      "BG=(); trap 'kill \"${BG[@]}\" 2>/dev/null || true' EXIT",
-      ...list.map((s, i) => {
-        const command = local(s.command);
-        if (!s.background) return `printf '\\n@@step ${i}\\n'\n${command}`;
-        // Started as in another terminal, then waited for until its port answers (at most 60 s).
-        const port = /--port (\d+)/.exec(command)?.[1];
-        const wait = port ? `\nfor i in $(seq 1 300); do curl -s -o /dev/null localhost:${port}/ && break; sleep 0.2; done` : "";
-        return `printf '\\n@@step ${i}\\n'\n${command.replace(/#.*$/, "")} >/dev/null 2>&1 &\nBG+=($!)${wait}`;
-      }),
-    ].join("\n");
-    const run = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-      execFile(
-        "bash",
-        ["-c", script],
-        {
-          cwd: ROOT,
-          timeout: 300_000, // a block that hangs (an `until` loop whose condition never holds) fails here
-          env: { ...process.env, HUB_DATA_DIR: dataDir, PATH: `${path.dirname(process.execPath)}:${process.env.PATH ?? ""}` },
-        },
-        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-      );
-    });
-    const where = `${block.page}:${block.line}`;
-    t.equal(run.code, 0, `${where}: every command succeeds`, { stderr: run.stderr });
-    const outputs = run.stdout.split(/\n@@step \d+\n/).slice(1);
-    t.equal(outputs.length, list.length, `${where}: every command ran`);
-    list.forEach((step, i) => {
-      if (step.expected === undefined) return;
-      const text = outputs[i]?.trim() ?? "";
-      let actual: unknown;
-      try {
-        actual = JSON.parse(text);
-      } catch {
-        t.fail(`${block.page}:${step.line}: the output is JSON`, { found: text });
-        return;
-      }
-      t.same(sameShape(actual, step.expected), [], `${block.page}:${step.line}: the output has the page's shape`, { found: text });
-    });
-  }
+/** A runnable block as one bash script, as a reader types it; a marker before each command splits the output. */
+function scriptOf(list: Step[], ports: Map<string, number>): string {
+  const local = (command: string) =>
+    command.replace(/(localhost:|127\.0\.0\.1:|--port )(\d+)/g, (_match, prefix: string, port: string) => `${prefix}${ports.get(port) ?? port}`);
+  return [
+    "set -eo pipefail",
+    "BG=(); trap 'kill \"${BG[@]}\" 2>/dev/null || true' EXIT",
+    ...list.map((s, i) => {
+      const command = local(s.command);
+      if (!s.background) return `printf '\\n@@step ${i}\\n'\n${command}`;
+      // Started as in another terminal, then waited for until its port answers (at most 60 s).
+      const port = /--port (\d+)/.exec(command)?.[1];
+      const wait = port ? `\nfor i in $(seq 1 300); do curl -s -o /dev/null localhost:${port}/ && break; sleep 0.2; done` : "";
+      return `printf '\\n@@step ${i}\\n'\n${command.replace(/#.*$/, "")} >/dev/null 2>&1 &\nBG+=($!)${wait}`;
+    }),
+  ].join("\n");
+}
 
-  // The GraphQL blocks, each operation on its own, against the demo server's schema.
-  const introspection = await fetch(`${server.url}/graphql`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ query: getIntrospectionQuery() }),
-  });
-  const schema = buildClientSchema(((await introspection.json()) as { data: IntrospectionQuery }).data);
-  let operations = 0;
-  for (const page of pages()) {
-    for (const block of blocks(page).filter((b) => b.info[0] === "graphql")) {
-      for (const definition of parse(block.text).definitions) {
-        operations++;
-        const errors = validate(schema, { kind: Kind.DOCUMENT, definitions: [definition] }).map((e) => e.message);
-        t.same(errors, [], `${page}:${block.line + (definition.loc?.startToken.line ?? 1) - 1}: the operation fits the schema`);
-      }
-    }
+async function runBlock(t: Test, block: Block, server: ServerProcess, dataDir: string): Promise<void> {
+  const list = steps(block);
+  // A port a background process listens on (`--port 4100`) becomes a free one, wherever the block names it.
+  const ports = new Map<string, number>([["4000", Number(new URL(server.url).port)]]);
+  for (const step of list.filter((s) => s.background)) {
+    const port = /--port (\d+)/.exec(step.command)?.[1];
+    if (port) ports.set(port, await freePort());
   }
-  t.ok(operations >= 3, `${operations} GraphQL operations validated`);
+  const run = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+    execFile(
+      "bash",
+      ["-c", scriptOf(list, ports)],
+      {
+        cwd: ROOT,
+        timeout: 300_000, // a block that hangs (an `until` loop whose condition never holds) fails here
+        env: { ...process.env, HUB_DATA_DIR: dataDir, PATH: `${path.dirname(process.execPath)}:${process.env.PATH ?? ""}` },
+      },
+      (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+  const where = `${block.page}:${block.line}`;
+  t.equal(run.code, 0, `${where}: every command succeeds`, { stderr: run.stderr });
+  const outputs = run.stdout.split(/\n@@step \d+\n/).slice(1);
+  t.equal(outputs.length, list.length, `${where}: every command ran`);
+  list.forEach((step, i) => {
+    if (step.expected === undefined) return;
+    const text = outputs[i]?.trim() ?? "";
+    let actual: unknown;
+    try {
+      actual = JSON.parse(text);
+    } catch {
+      t.fail(`${block.page}:${step.line}: the output is JSON`, { found: text });
+      return;
+    }
+    t.same(sameShape(actual, step.expected), [], `${block.page}:${step.line}: the output has the page's shape`, { found: text });
+  });
+}
 
-  // The live-updates client, run as a user runs it on this Node (Node 20 has no global WebSocket).
+/** The hub command on the test server's data dir; resolves to the last line of its output. */
+function hubCli(dataDir: string, ...args: string[]): Promise<string> {
+  return new Promise((resolve, reject) =>
+    execFile(process.execPath, [path.join(ROOT, "dist/cli.js"), ...args], { cwd: ROOT, env: { ...process.env, HUB_DATA_DIR: dataDir } }, (error, stdout, stderr) =>
+      error ? reject(new Error(`hub ${args.join(" ")}: ${stderr}`)) : resolve(stdout.trim().split("\n").pop()!),
+    ),
+  );
+}
+
+/** The live-updates client, run as a user runs it on this Node (Node 20 has no global WebSocket). */
+async function runLiveClient(t: Test, server: ServerProcess, dataDir: string): Promise<void> {
   const client = blocks("docs/live-updates.md").find((b) => b.info[0] === "ts" && b.text.includes("createClient"));
   if (!client) {
     t.fail("docs/live-updates.md has a graphql-ws client block");
@@ -388,14 +368,8 @@ t.test("the walkthrough blocks marked runnable run against a started server", as
   }
   const dir = fs.mkdtempSync(path.join(ROOT, ".docs-check-"));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  fs.writeFileSync(path.join(dir, "client.ts"), client.text.replace(/(127\.0\.0\.1|localhost):4000/g, hostPort));
-  const cli = (...args: string[]) =>
-    new Promise<string>((resolve, reject) =>
-      execFile(process.execPath, [path.join(ROOT, "dist/cli.js"), ...args], { cwd: ROOT, env: { ...process.env, HUB_DATA_DIR: dataDir } }, (error, stdout, stderr) =>
-        error ? reject(new Error(`hub ${args.join(" ")}: ${stderr}`)) : resolve(stdout.trim().split("\n").pop()!),
-      ),
-    );
-  const token = await cli("session", "create", "--uname", "docs-live");
+  fs.writeFileSync(path.join(dir, "client.ts"), client.text.replace(/(127\.0\.0\.1|localhost):4000/g, new URL(server.url).host));
+  const token = await hubCli(dataDir, "session", "create", "--uname", "docs-live");
   const child = spawn(process.execPath, ["--import", "tsx", path.join(dir, "client.ts")], {
     cwd: ROOT,
     env: { ...process.env, SESSION_TOKEN: token },
@@ -408,8 +382,50 @@ t.test("the walkthrough blocks marked runnable run against a started server", as
   // Credit until the alert arrives: the first credit may land before the subscription is in place.
   const deadline = Date.now() + 60_000;
   while (!output.includes("changed: refetch it") && Date.now() < deadline && child.exitCode === null) {
-    await cli("balance", "credit", "--uname", "docs-live", "--currency", "HOUSE", "--amount", "1");
+    await hubCli(dataDir, "balance", "credit", "--uname", "docs-live", "--currency", "HOUSE", "--amount", "1");
     await new Promise((resolve) => setTimeout(resolve, 1000));
   }
   t.match(output, /the balance in HOUSE changed: refetch it/, `${client.page}:${client.line}: the client receives hubBalanceAlert (waited up to 60 s)`);
+}
+
+t.test("the walkthroughs against a started server", async (t) => {
+  const hasCurl = await new Promise<boolean>((resolve) => execFile("bash", ["-c", "command -v curl"], (error) => resolve(!error)));
+  if (!hasCurl) {
+    t.fail("curl is on PATH: the walkthroughs run as a reader runs them (.ci/run installs it)");
+    return;
+  }
+  const dataDir = tmpDir(t);
+  const server = await startServerProcess({ HUB_DATA_DIR: dataDir });
+  t.teardown(() => {
+    server.child.kill("SIGINT");
+    return server.exited;
+  });
+
+  await t.test("the blocks marked sh runnable", async (t) => {
+    const runnable = pages().flatMap((page) => blocks(page).filter((b) => b.info[0] === "sh" && b.info.includes("runnable")));
+    t.ok(runnable.length >= 3, `${runnable.length} runnable blocks`);
+    for (const block of runnable) await runBlock(t, block, server, dataDir);
+  });
+
+  await t.test("the GraphQL blocks fit the server's schema, operation by operation", async (t) => {
+    const introspection = await fetch(`${server.url}/graphql`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ query: getIntrospectionQuery() }),
+    });
+    const schema = buildClientSchema(((await introspection.json()) as { data: IntrospectionQuery }).data);
+    let operations = 0;
+    for (const page of pages()) {
+      for (const block of blocks(page).filter((b) => b.info[0] === "graphql")) {
+        for (const definition of parse(block.text).definitions) {
+          operations++;
+          const errors = validate(schema, { kind: Kind.DOCUMENT, definitions: [definition] }).map((e) => e.message);
+          t.same(errors, [], `${page}:${block.line + (definition.loc?.startToken.line ?? 1) - 1}: the operation fits the schema`);
+        }
+      }
+    }
+    t.ok(operations >= 3, `${operations} GraphQL operations validated`);
+  });
+
+  await t.test("the live-updates client receives an alert on this Node", (t) => runLiveClient(t, server, dataDir));
 });
