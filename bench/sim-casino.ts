@@ -1,6 +1,6 @@
 /**
  * The simulated casino of the transfer tests, as a process to drive with curl
- * (README: "Deposits and withdrawals"):
+ * (docs/deposits-and-withdrawals.md):
  *
  *   node --import tsx bench/sim-casino.ts [--port 4100] [--api-key demo-key]
  *

@@ -1,5 +1,5 @@
 /**
- * Indicative figures for deposits and withdrawals (README: "Deposits and withdrawals"):
+ * Indicative figures for deposits and withdrawals (docs/deposits-and-withdrawals.md):
  *
  *   npm run build && node --import tsx bench/transfers.ts [--deposits 2000] [--concurrency 16] [--withdrawals 200]
  *

@@ -12,10 +12,10 @@ v8.setFlagsFromString("--expose-gc");
 const gc = vm.runInNewContext("gc") as () => void;
 
 const MiB = 1024 * 1024;
-/** The /graphql body limit (README "Guarantees and limits"). */
+/** The /graphql body limit (docs/guarantees-and-limits.md). */
 const BODY_LIMIT = MiB;
 /**
- * The README's bound: valid documents cached by query text take at most
+ * The bound of docs/guarantees-and-limits.md: valid documents cached by query text take at most
  * 16 MiB (estimated), and nothing else outlives its request. The margin
  * covers what the estimate does not see (grafast's operation plans of the
  * cached documents) and allocator noise.

@@ -40,7 +40,7 @@ async function ledger(pool: pg.Pool, where: string, params: unknown[]) {
 }
 
 // ---------------------------------------------------------------------------
-// The example of the README: a plugin with its own migration, tested as its
+// The example of docs/testing.md: a plugin with its own migration, tested as its
 // author would test it (only @hubpkg/hub/... imports).
 
 const DailyBonusPlugin = makeExtendSchemaPlugin(

@@ -97,7 +97,7 @@ t.test("a syntax error has a code", async (t) => {
   t.match(res.errors, [{ message: /^Syntax Error: Expected Name, found <EOF>\.$/, extensions: { code: "GRAPHQL_PARSE_FAILED" } }]);
 });
 
-// Subscriptions are served over WebSocket (README "Live updates"); over HTTP they are refused, naming the endpoint.
+// Subscriptions are served over WebSocket (docs/live-updates.md); over HTTP they are refused, naming the endpoint.
 const subscriptions: [string, string, RegExp][] = [
   ["anonymous", "subscription { __typename }", /^Subscriptions are served over WebSocket only: connect to ws:\/\/127\.0\.0\.1:\d+\/graphql with the graphql-transport-ws protocol \(the graphql-ws client\); received a subscription over HTTP POST\.$/],
   ["named, with a field", "subscription Watch { hubBalanceAlert { currencyKey } }", /over WebSocket only.*HTTP POST/],

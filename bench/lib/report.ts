@@ -198,7 +198,7 @@ export function renderReport(input: {
       out.push("### The hub's own cost: against bare Fastify + grafserv with the same preset");
       out.push("");
       out.push(
-        "**bare** (`bench/bare/server.ts`): Fastify 5 with logging off and grafserv's Fastify adapter serving the hub's preset, nothing else: no identity hook, request ids, per-identity admission, response counters or Express app. The difference is what the hub's own front costs a request (README, Performance). CPU ratio = bare's server CPU per request / the hub's, per round: 1 when the hub adds nothing. Both ratios must meet the target.",
+        "**bare** (`bench/bare/server.ts`): Fastify 5 with logging off and grafserv's Fastify adapter serving the hub's preset, nothing else: no identity hook, request ids, per-identity admission, response counters or Express app. The difference is what the hub's own front costs a request (docs/performance.md). CPU ratio = bare's server CPU per request / the hub's, per round: 1 when the hub adds nothing. Both ratios must meet the target.",
       );
       out.push("");
       out.push("| scenario | hub req/s | bare req/s | hub / bare req/s | server CPU µs/req hub / bare | bare / hub CPU | hub − bare, µs/req | target | result |");

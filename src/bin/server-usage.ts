@@ -10,7 +10,7 @@ import { describeValue, HubError } from "../errors.js";
 export const SERVER_USAGE = `Usage: node dist/server.js   (npm start)
 
 Starts the hub. It takes no arguments: it is configured by environment
-variables, read at start-up (README, "Configuration"):
+variables, read at start-up (docs/configuration.md):
 
   DATABASE_URL, SUPERUSER_DATABASE_URL
                    Postgres to use; both unset: the embedded Postgres

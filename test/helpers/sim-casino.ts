@@ -1,6 +1,6 @@
 /**
  * A simulated casino for the transfer tests: a real HTTP server speaking the
- * hub's transfer protocol (README: "Deposits and withdrawals"), with its own
+ * hub's transfer protocol (docs/deposits-and-withdrawals.md), with its own
  * ledger of player balances, that a test can tell to misbehave.
  */
 import http from "node:http";
