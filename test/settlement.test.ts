@@ -214,7 +214,14 @@ t.test("refusals carry the catalogue's codes, in every game and in dbSettleBet; 
   t.match(await settle({ currencyKey: "DOGE" }), { extensions: { code: "UNKNOWN_CURRENCY" } }, "an unknown currency");
   t.match(await settle({ userId: poor.userId }), { extensions: { code: "INSUFFICIENT_FUNDS", account: "player" } }, "no balance");
   t.match(await settle({ metadata: { big: "y".repeat(8200) } }), { extensions: { code: "METADATA_TOO_LARGE" } }, "metadata over the bound");
-  t.equal(await ledgerCount(), before, "no refusal wrote a ledger row");
+  await createCurrency(hub.dbPool, { casinoId, key: "FULL", displayUnitName: "full", displayUnitScale: 1 });
+  await createHouseBankroll(hub.dbPool, { casinoId, currencyKey: "FULL", amount: MAX - 5 });
+  await createPlayerBalance(hub.dbPool, { userId: p.userId, experienceId, currencyKey: "FULL", amount: 100 });
+  t.match(await settle({ currencyKey: "FULL", wager: 10 }), { extensions: { code: "INVALID_AMOUNT", account: "house" }, message: /would take the house bankroll past 9007199254740991/ }, "a loss the bankroll cannot hold");
+  const full = await ledgerCount();
+  t.match(await settle({ currencyKey: "FULL", wager: 5 }), undefined, "a loss that fills it exactly");
+  t.equal(await ledgerCount(), full + 2, "ledgered");
+  t.equal(full, before + 2, "no refusal wrote a ledger row (the two rows are the bankroll's and the balance's openings)");
   await checkBooks(t);
 });
 
@@ -284,7 +291,7 @@ t.test("the games' own tables refuse amounts that are not whole, even from the s
   }
   // No withdrawal is made here; its constraint is in place.
   const defined = await hub.dbPool.query("select pg_get_constraintdef(oid) as def from pg_constraint where conname = 'withdrawal_amount_whole'");
-  t.match(defined.rows[0]?.def, /amount >= .*1.*amount <= .*9007199254740991.*trunc\(amount\)/, "hub.withdrawal refuses the same");
+  t.match(defined.rows[0]?.def, /is_whole_amount\(amount, \(?1/, "hub.withdrawal refuses the same");
 });
 
 t.test("a database holding an amount the new constraints forbid refuses to migrate, naming the rows", async (t) => {
@@ -297,8 +304,9 @@ t.test("a database holding an amount the new constraints forbid refuses to migra
     await createCurrency(client, { casinoId: casino, key: "OLD", displayUnitName: "old", displayUnitScale: 1 });
     const experience = (await createExperience(client, { casinoId: casino })).id;
     userId = (await createPlayer(client, { casinoId: casino, uname: "legacy" })).id;
-    // What an earlier version let through: a fractional balance (triggers off, so no ledger row refuses it).
-    await client.query("alter table hub.balance drop constraint balance_amount_whole");
+    // Back to before 0017 (its constraints go with the function they call), then what an earlier
+    // version let through: a fractional balance (triggers off, so no ledger row refuses it).
+    await client.query("drop function hub_hidden.is_whole_amount(float8, float8) cascade");
     await client.query("set session_replication_role = replica");
     await client.query("insert into hub.balance (user_id, casino_id, experience_id, currency_key, amount) values ($1, $2, $3, 'OLD', 10.25)", [userId, casino, experience]);
     await client.query("reset session_replication_role");

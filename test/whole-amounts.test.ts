@@ -157,7 +157,8 @@ t.test("makeCoinflipBet is exact up to 2^53-1", async (t) => {
   await hub.dbPool.query("insert into hub.currency (key, casino_id, display_unit_name, display_unit_scale) values ('BIG', $1, 'big', 1)", [big.casinoId]);
   const wager = 2 ** 52 + 1; // wager * 0.99 in doubles is not exact; the payout must be.
   const payout = Number((BigInt(wager) * 99n) / 100n);
-  await hub.dbPool.query("select hub_hidden.ensure_bankroll($1, 'BIG', $2, 'test')", [big.casinoId, 2 ** 52]);
+  // Enough to pay the win, and room for the wager when the house wins (2^53 − 1 at most).
+  await hub.dbPool.query("select hub_hidden.ensure_bankroll($1, 'BIG', $2, 'test')", [big.casinoId, payout + 1000]);
   await hub.dbPool.query("select hub_hidden.credit_balance($1, $2, $3, 'BIG', $4, 'test', 'test')", [big.userId, big.casinoId, big.experienceId, wager]);
   const res = await gql(hub.url, `mutation { makeCoinflipBet(input: { wager: ${wager}, currency: "BIG", side: HEADS }) { balance outcome bet { net } } }`, {}, big.header);
   t.same(res.body.errors, undefined);

@@ -52,7 +52,7 @@ export interface SettledBet {
 }
 
 /** What hub_hidden.settle_bet answers instead of settling. */
-export type SettleRefusal = "unknown-currency" | "no-balance" | "insufficient-funds" | "balance-overflow" | "no-bankroll" | "no-cover";
+export type SettleRefusal = "unknown-currency" | "no-balance" | "insufficient-funds" | "balance-overflow" | "no-bankroll" | "no-cover" | "bankroll-overflow";
 
 /** A client-visible label for errors: the kind, as the game's field names it. */
 const label = (input: Pick<SettleBetInput, "kind" | "field">) => input.field ?? `${input.kind} bet`;
@@ -107,6 +107,8 @@ export function settleRefusalError(refusal: SettleRefusal, input: SettleBetInput
       return clientError(ErrorCode.INSUFFICIENT_FUNDS, `${what}: the wager is ${wager} ${currency} but the balance is ${balance} ${currency}.`, { account: "player" });
     case "balance-overflow":
       return clientError(ErrorCode.INVALID_AMOUNT, `${what}: a payout of ${maxPayout} ${currency} would take the balance past ${MAX_AMOUNT} base units.`);
+    case "bankroll-overflow":
+      return clientError(ErrorCode.INVALID_AMOUNT, `${what}: a wager of ${wager} ${currency} would take the house bankroll past ${MAX_AMOUNT} base units; try a smaller wager.`, { account: "house" });
     case "no-cover":
       // The bankroll's size is the casino's business: the player learns only that it is short.
       return clientError(ErrorCode.INSUFFICIENT_FUNDS, `${what}: the house bankroll cannot cover a win of ${maxPayout - wager} ${currency} now; try a smaller wager.`, { account: "house" });

@@ -3,46 +3,49 @@
 -- psql as superuser, the CLI). Every bet settles through one function,
 -- hub_hidden.settle_bet, and a bet whose net is 0 is ledgered like any other.
 
--- Refuse, naming the rows, when a stored amount breaks the rule: converting
--- them silently would change somebody's money.
+-- Whether x is a whole number of base units from lo to 2^53 − 1. Comparisons
+-- put NaN above every number, so the upper bound refuses NaN and Infinity,
+-- and trunc refuses fractions (`amount >= 0` alone accepted NaN).
+create function hub_hidden.is_whole_amount(x float8, lo float8) returns boolean
+language sql immutable as $fn$ select x >= lo and x <= 9007199254740991 and x = trunc(x) $fn$;
+
+-- Each amount column, its least value and its constraint, in one list: the
+-- stored rows are checked against it, then the constraints are added from it.
+-- A row that breaks the rule stops the migration, named: converting it
+-- silently would change somebody's money.
+create temporary table amount_rule (tbl text, col text, lo bigint, name text) on commit drop;
+insert into amount_rule values
+  ('hub.balance', 'amount', 0, 'balance_amount_whole'),
+  ('hub.bankroll', 'amount', 0, 'bankroll_amount_whole'),
+  ('hub.bankroll', 'wagered', 0, 'bankroll_wagered_whole'),
+  ('hub.ledger', 'amount_delta', -9007199254740991, 'ledger_amount_delta_whole'),
+  ('hub.ledger', 'balance_after', 0, 'ledger_balance_after_whole'),
+  ('hub.withdrawal', 'amount', 1, 'withdrawal_amount_whole'),
+  ('hub.outcome_bet', 'wager', 1, 'outcome_bet_wager_whole'),
+  ('hub.outcome_bet', 'net', -9007199254740991, 'outcome_bet_net_whole');
+
 do $mig$
 declare
-  bad text;
+  rule record;
+  found text;
+  bad text := '';
 begin
-  select string_agg(format('%s %s: %s = %s', t, id, col, hub_hidden.ledger_amount_text(v)), E'\n') into bad from (
-    select 'hub.balance' as t, id, 'amount' as col, amount as v from hub.balance
-     where not (amount >= 0 and amount <= 9007199254740991 and amount = trunc(amount))
-    union all
-    select 'hub.bankroll', id, 'amount', amount from hub.bankroll
-     where not (amount >= 0 and amount <= 9007199254740991 and amount = trunc(amount))
-    union all
-    select 'hub.bankroll', id, 'wagered', wagered from hub.bankroll
-     where not (wagered >= 0 and wagered <= 9007199254740991 and wagered = trunc(wagered))
-    union all
-    select 'hub.ledger', id, 'amount_delta', amount_delta from hub.ledger
-     where not (amount_delta >= -9007199254740991 and amount_delta <= 9007199254740991 and amount_delta = trunc(amount_delta))
-    union all
-    select 'hub.ledger', id, 'balance_after', balance_after from hub.ledger
-     where not (balance_after >= 0 and balance_after <= 9007199254740991 and balance_after = trunc(balance_after))
-    union all
-    select 'hub.withdrawal', id, 'amount', amount from hub.withdrawal
-     where not (amount >= 1 and amount <= 9007199254740991 and amount = trunc(amount))
-    union all
-    select 'hub.outcome_bet', id, 'wager', wager from hub.outcome_bet
-     where not (wager >= 1 and wager <= 9007199254740991 and wager = trunc(wager))
-    union all
-    select 'hub.outcome_bet', id, 'net', net from hub.outcome_bet
-     where not (net >= -9007199254740991 and net <= 9007199254740991 and net = trunc(net))
-    union all
-    select 'hub.outcome_bet', id, 'profit', profit from hub.outcome_bet
-     where not (profit >= -1 and profit < 'Infinity')
-    limit 100
-  ) rows;
-  if bad is not null then
+  for rule in select * from amount_rule loop
+    execute format(
+      'select string_agg(format(%L, id, hub_hidden.ledger_amount_text(%I)), E''\n'') from (select id, %I from %s where not hub_hidden.is_whole_amount(%I, %s) limit 20) x',
+      rule.tbl || ' %s: ' || rule.col || ' = %s', rule.col, rule.col, rule.tbl, rule.col, rule.lo) into found;
+    if found is not null then bad := bad || found || E'\n'; end if;
+  end loop;
+  select bad || coalesce(string_agg(format('hub.outcome_bet %s: profit = %s', id, profit), E'\n'), '') into bad
+    from (select id, profit from hub.outcome_bet where not (profit >= -1 and profit < 'Infinity') limit 20) x;
+  if bad <> '' then
     raise exception E'0017-exact-money: these stored amounts are not whole base units within ±9007199254740991 (or a profit is not finite), so the constraints that enforce it cannot be added:\n%', bad
       using errcode = 'P0001',
             hint = 'Correct each row (a whole number of base units; for hub.balance and hub.bankroll through hub_hidden.credit_balance / debit_balance / adjust_bankroll so the ledger records it), then start the hub again.';
   end if;
+  for rule in select * from amount_rule loop
+    execute format('alter table %s add constraint %I check (hub_hidden.is_whole_amount(%I, %s))', rule.tbl, rule.name, rule.col, rule.lo);
+  end loop;
 end
 $mig$;
 
@@ -50,30 +53,16 @@ $mig$;
 -- earlier version's sum) carries no information, so it restarts from 0.
 update hub.bankroll set expected_value = 0 where not (expected_value > '-Infinity' and expected_value < 'Infinity');
 
--- Comparisons put NaN above every number, so `amount >= 0` alone accepted it;
--- the upper bound refuses NaN and Infinity, and trunc refuses fractions.
+-- The new constraints replace these.
 alter table hub.balance drop constraint balance_amount_check;
 alter table hub.bankroll drop constraint bankroll_amount_check;
-alter table hub.balance add constraint balance_amount_whole
-  check (amount >= 0 and amount <= 9007199254740991 and amount = trunc(amount));
+alter table hub.ledger drop constraint ledger_amount_delta_check;
 alter table hub.bankroll
-  add constraint bankroll_amount_whole check (amount >= 0 and amount <= 9007199254740991 and amount = trunc(amount)),
-  add constraint bankroll_wagered_whole check (wagered >= 0 and wagered <= 9007199254740991 and wagered = trunc(wagered)),
   add constraint bankroll_bets_counted check (bets >= 0),
   add constraint bankroll_expected_value_finite check (expected_value > '-Infinity' and expected_value < 'Infinity');
 -- A bet's row may move nothing (net 0): it is still the record of the bet.
-alter table hub.ledger drop constraint ledger_amount_delta_check;
-alter table hub.ledger
-  add constraint ledger_amount_delta_whole check (
-    amount_delta >= -9007199254740991 and amount_delta <= 9007199254740991 and amount_delta = trunc(amount_delta)
-    and (amount_delta <> 0 or bet_id is not null)),
-  add constraint ledger_balance_after_whole check (balance_after >= 0 and balance_after <= 9007199254740991 and balance_after = trunc(balance_after));
-alter table hub.withdrawal add constraint withdrawal_amount_whole
-  check (amount >= 1 and amount <= 9007199254740991 and amount = trunc(amount));
-alter table hub.outcome_bet
-  add constraint outcome_bet_wager_whole check (wager >= 1 and wager <= 9007199254740991 and wager = trunc(wager)),
-  add constraint outcome_bet_net_whole check (net >= -9007199254740991 and net <= 9007199254740991 and net = trunc(net)),
-  add constraint outcome_bet_profit_finite check (profit >= -1 and profit < 'Infinity');
+alter table hub.ledger add constraint ledger_amount_delta_moves check (amount_delta <> 0 or bet_id is not null);
+alter table hub.outcome_bet add constraint outcome_bet_profit_finite check (profit >= -1 and profit < 'Infinity');
 
 -- Zero-delta rows are written for bets (hub.ledger_bet_id set), so a bet
 -- whose net is 0 reaches the ledger, its alerts and the dashboard's counts.
@@ -93,10 +82,6 @@ begin
 end
 $fn$;
 
--- Whether x is a whole number of base units from lo to 2^53 − 1.
-create function hub_hidden.is_whole_amount(x float8, lo float8) returns boolean
-language sql immutable as $fn$ select x >= lo and x <= 9007199254740991 and x = trunc(x) $fn$;
-
 /*
  * One bet's money, in one call: the player's balance pays `wager` into the
  * house bankroll and receives `payout` from it (net = payout − wager).
@@ -105,8 +90,8 @@ language sql immutable as $fn$ select x >= lo and x <= 9007199254740991 and x = 
  * time). The bankroll must cover the bet's largest possible payout:
  * amount + wager − max_payout ≥ 0. A refusal writes nothing and says why in
  * `status`: settled, unknown-currency, no-balance, insufficient-funds,
- * balance-overflow, no-bankroll, no-cover (also when the house's winnings
- * would take the bankroll past 2^53 − 1). Both updates are ledgered with
+ * balance-overflow, no-bankroll, no-cover, bankroll-overflow (the house's
+ * winnings would take the bankroll past 2^53 − 1). Both updates are ledgered with
  * the bet's id, actor and reason (rows of 0 included).
  */
 create function hub_hidden.settle_bet(
@@ -118,6 +103,7 @@ language plpgsql as $fn$
 declare
   v_balance_id uuid;
   v_amount float8;
+  v_bankroll float8;
   v_previous text[];
 begin
   if p_bet_id is null or not hub_hidden.is_whole_amount(p_wager, 0) or not hub_hidden.is_whole_amount(p_payout, 0)
@@ -150,10 +136,10 @@ begin
      and (p_payout >= p_wager or r.amount <= 9007199254740991 + (p_payout - p_wager));
   if not found then
     perform hub_hidden.ledger_end(v_previous);
-    if exists (select 1 from hub.bankroll r where r.casino_id = p_casino_id and r.currency_key = p_currency_key) then
-      return query select 'no-cover'::text, v_amount; return;
-    end if;
-    return query select 'no-bankroll'::text, v_amount; return;
+    select r.amount into v_bankroll from hub.bankroll r where r.casino_id = p_casino_id and r.currency_key = p_currency_key;
+    if not found then return query select 'no-bankroll'::text, v_amount; return; end if;
+    if v_bankroll < p_max_payout - p_wager then return query select 'no-cover'::text, v_amount; return; end if;
+    return query select 'bankroll-overflow'::text, v_amount; return;
   end if;
   update hub.balance b set amount = b.amount + (p_payout - p_wager) where b.id = v_balance_id returning b.amount into v_amount;
   perform hub_hidden.ledger_end(v_previous);
@@ -201,8 +187,8 @@ begin
 end
 $fn$;
 
+-- is_whole_amount stays executable: the constraints call it as whoever writes the row.
 revoke execute on function
-  hub_hidden.is_whole_amount(float8, float8),
   hub_hidden.settle_bet(uuid, uuid, uuid, text, uuid, float8, float8, float8, float8, text, text),
   hub_hidden.settle_outcome_bet(uuid, uuid, uuid, text, uuid, float8, float8, float8, float8, text, text, uuid, integer, bytea, text, text, float8, integer, float8[], float8[], jsonb)
   from public;
