@@ -73,17 +73,21 @@ interface RecordDepositInput {
 }
 
 async function lockedJob(client: pg.ClientBase, requestId: string): Promise<{ id: string; status: string; casino_id: string }> {
-  let rows: { id: string; status: string; casino_id: string }[];
+  let rows: { id: string; status: string; casino_id: string; leased: boolean }[];
+  const inProgress = () => clientError(ErrorCode.TRANSFER_IN_PROGRESS, `Withdrawal ${requestId} is being sent to the casino right now; try again in a moment.`);
   try {
-    ({ rows } = await client.query("select id, status, casino_id from hub.transfer_job where withdrawal_request_id = $1 for update nowait", [requestId]));
+    // A worker holds a lease while it talks to the casino, and the row's lock while it records the answer.
+    ({ rows } = await client.query(
+      "select id, status, casino_id, coalesce(locked_until > now(), false) as leased from hub.transfer_job where withdrawal_request_id = $1 for update nowait",
+      [requestId],
+    ));
   } catch (error) {
-    if ((error as { code?: string }).code === "55P03") {
-      throw clientError(ErrorCode.TRANSFER_IN_PROGRESS, `Withdrawal ${requestId} is being sent to the casino right now; try again in a moment.`);
-    }
+    if ((error as { code?: string }).code === "55P03") throw inProgress();
     throw error;
   }
   const job = rows[0];
   if (!job) throw clientError(ErrorCode.TRANSFER_NOT_FOUND, `No withdrawal request has the id ${requestId}.`);
+  if (job.leased && job.status === "PENDING") throw inProgress();
   if (job.status !== "PENDING") throw clientError(ErrorCode.TRANSFER_NOT_PENDING, `Withdrawal ${requestId} is no longer pending (its worker item is ${job.status}): nothing to do.`);
   return job;
 }

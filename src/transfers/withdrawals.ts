@@ -50,7 +50,7 @@ export async function requestWithdrawal(
   return requestId;
 }
 
-export async function loadWithdrawal(client: pg.ClientBase, requestId: string): Promise<WithdrawalForSend | undefined> {
+export async function loadWithdrawal(client: Pick<pg.ClientBase, "query">, requestId: string): Promise<WithdrawalForSend | undefined> {
   const { rows } = await client.query<WithdrawalForSend>(
     `select w.withdrawal_request_id, w.casino_id, w.user_id, w.experience_id, u.uname, w.currency_key, w.amount, w.status
        from hub.withdrawal w join hub.user u on u.id = w.user_id

@@ -1,10 +1,11 @@
+import { randomUUID } from "node:crypto";
 import pg from "pg";
 import type { Logger } from "../logger.js";
-import { OutcomeUnknownError, type CasinoConnector, type OutgoingOutcome } from "./connector.js";
+import { OutcomeUnknownError, type CasinoConnector, type IncomingPage, type OutgoingOutcome } from "./connector.js";
 import { connectorForCasino } from "./connectors.js";
 import { checkIncoming, recordDeposit, TransferRefusal } from "./deposits.js";
 import { backoffMs, type ResolvedTransferOptions } from "./options.js";
-import { completeWithdrawal, extendSendWindow, loadWithdrawal, refundWithdrawal } from "./withdrawals.js";
+import { completeWithdrawal, extendSendWindow, loadWithdrawal, refundWithdrawal, type WithdrawalForSend } from "./withdrawals.js";
 
 /** A row of the outbox (hub.transfer_job). */
 export interface TransferJob {
@@ -14,6 +15,7 @@ export interface TransferJob {
   withdrawal_request_id: string | null;
   mp_transfer_id: string | null;
   cursor: string | null;
+  /** Attempts before this one. */
   attempts: number;
 }
 
@@ -27,24 +29,29 @@ export interface TransferWorker {
 }
 
 /** An item the worker should take now; both the idle look and the claim ask it, so they never disagree. */
-const DUE = "status = 'PENDING' and next_attempt_at <= now()";
+const DUE = "status = 'PENDING' and next_attempt_at <= now() and (locked_until is null or locked_until <= now())";
+
+/** What an attempt learnt from the casino, written in one transaction once the call is over. */
+type Write = (client: pg.PoolClient) => Promise<void>;
 
 /**
- * The transfer worker of one hub instance. Each item is claimed with
- * `select … for update skip locked` in a transaction held while the casino is
- * called and its answer recorded: another instance skips it meanwhile, and if
- * this process dies the transaction ends with its connection, so the item is
- * due again for any instance. Calls are idempotent (the key is the request
- * id), so a send repeated after such a death is answered with the casino's
- * first outcome and recorded once.
+ * The transfer worker of one hub instance. An item is claimed with a lease
+ * (locked_by, locked_until) in one statement; the casino is called with no
+ * transaction open and no connection held; the outcome is recorded in a short
+ * transaction that first checks the lease is still this worker's. Another
+ * instance skips a leased item; if this process dies, the item is due again
+ * once its lease ends. Calls are idempotent (the key is the request id), so a
+ * send repeated then is answered with the casino's first outcome and recorded
+ * once; a worker whose lease ran out records nothing.
  */
 export function startTransferWorker(superuserUrl: string, options: ResolvedTransferOptions, log: Logger): TransferWorker {
   const pool = new pg.Pool({ connectionString: superuserUrl, max: options.concurrency + 1, application_name: "hub:transfers", idleTimeoutMillis: 10_000 });
   // A lost connection is reported by the query that used it; an idle one dying needs no action.
   pool.on("error", (error) => log.debug({ err: error }, "transfer worker: an idle connection ended"));
-  // A connection can end while an item holds it (Postgres restarted during a casino call):
-  // the next query on it fails and the item's transaction is gone; nothing else to do here.
   pool.on("connect", (client) => client.on("error", (error) => log.debug({ err: error }, "transfer worker: a connection ended")));
+  const me = `hub:${randomUUID()}`;
+  // Longer than the calls of one attempt (a lookup, then a send), each bounded by requestTimeoutMs.
+  const leaseMs = 3 * options.requestTimeoutMs + 5000;
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let wakeUp: (() => void) | undefined;
@@ -53,11 +60,9 @@ export function startTransferWorker(superuserUrl: string, options: ResolvedTrans
   let busy = false;
 
   /**
-   * Whether any item is due, in one statement outside a transaction. An idle
-   * worker looks every pollIntervalMs, and finding nothing with runOne's
-   * begin, locking select and commit costs three round trips and a pooled
-   * connection each time. A database error answers yes, so that runOne meets
-   * it and reports it as it does any other.
+   * Whether any item is due, in one statement. An idle worker looks every
+   * pollIntervalMs. A database error answers yes, so that runOne meets it and
+   * reports it as it does any other.
    */
   async function anyDue(): Promise<boolean> {
     try {
@@ -68,77 +73,94 @@ export function startTransferWorker(superuserUrl: string, options: ResolvedTrans
     }
   }
 
-  async function runOne(): Promise<boolean> {
-    let client: pg.PoolClient | undefined;
+  async function claim(): Promise<TransferJob | undefined> {
+    const { rows } = await pool.query<TransferJob>(
+      `update hub.transfer_job j
+          set locked_by = $1, locked_until = now() + $2 * interval '1 millisecond', attempts = j.attempts + 1, last_attempt_at = now(), updated_at = now()
+        where j.id = (select id from hub.transfer_job where ${DUE} order by next_attempt_at limit 1 for update skip locked)
+        returning j.id, j.kind, j.casino_id, j.withdrawal_request_id, j.mp_transfer_id, j.cursor, j.attempts - 1 as attempts`,
+      [me, leaseMs],
+    );
+    return rows[0];
+  }
+
+  /** Write what the attempt learnt, if the item is still this worker's; the lease ends with it. */
+  async function record(job: TransferJob, write: Write): Promise<void> {
+    const client = await pool.connect();
     let broken: Error | undefined;
     try {
-      client = await pool.connect();
       await client.query("begin");
-      const { rows } = await client.query<TransferJob>(
-        `select id, kind, casino_id, withdrawal_request_id, mp_transfer_id, cursor, attempts from hub.transfer_job
-          where ${DUE}
-          order by next_attempt_at limit 1
-          for update skip locked`,
-      );
-      const job = rows[0];
-      if (!job) {
-        await client.query("commit");
-        return false;
+      const { rowCount } = await client.query("select 1 from hub.transfer_job where id = $1 and locked_by = $2 for update", [job.id, me]);
+      if (rowCount === 0) {
+        await client.query("rollback");
+        log.warn({ jobId: job.id, kind: job.kind }, "transfer worker: the item's lease ran out during the casino's call; another attempt records it");
+        return;
       }
-      await handle(client, job);
+      await write(client);
+      await client.query("update hub.transfer_job set locked_by = null, locked_until = null where id = $1", [job.id]);
       await client.query("commit");
-      return true;
     } catch (error) {
       broken = error as Error;
-      if (client) await client.query("rollback").catch(() => undefined);
-      // Postgres away: the transaction is gone and the item due again; say so once in a while, not per attempt.
+      await client.query("rollback").catch(() => undefined);
+      throw error;
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  async function runOne(): Promise<boolean> {
+    try {
+      const job = await claim();
+      if (!job) return false;
+      await record(job, await attempt(job));
+      return true;
+    } catch (error) {
+      // Postgres away: the item stays leased and is due again when the lease ends; say so once in a while.
       if (Date.now() - lastOutageLog > 5000) {
         lastOutageLog = Date.now();
         log.warn({ err: error }, "transfer worker: database error; the item is retried");
       }
       return false;
-    } finally {
-      client?.release(broken);
     }
   }
 
-  async function handle(client: pg.PoolClient, job: TransferJob): Promise<void> {
-    await client.query("update hub.transfer_job set attempts = attempts + 1, last_attempt_at = now(), updated_at = now() where id = $1", [job.id]);
+  /** Talk to the casino about the item; what to record. Anything short of the database failing is a retry. */
+  async function attempt(job: TransferJob): Promise<Write> {
     const attempts = job.attempts + 1;
-    let connector: CasinoConnector;
     try {
-      connector = await connectorForCasino(client, job.casino_id, options);
+      const connector = await connectorForCasino(pool, job.casino_id, options);
+      if (job.kind === "WITHDRAWAL") return await sendWithdrawal(job, connector);
+      if (job.kind === "ACKNOWLEDGE") {
+        await connector.acknowledge(job.mp_transfer_id!);
+        return async (client) => {
+          await client.query("update hub.transfer_job set status = 'DONE', last_error = null, updated_at = now() where id = $1", [job.id]);
+        };
+      }
+      const page = await connector.fetchIncoming(job.cursor);
+      return (client) => recordIncoming(client, job, page);
     } catch (error) {
-      return retryLater(client, job, attempts, error as Error);
-    }
-    await client.query("savepoint work");
-    try {
-      if (job.kind === "WITHDRAWAL") await sendWithdrawal(client, job, connector);
-      else if (job.kind === "ACKNOWLEDGE") await acknowledge(client, job, connector);
-      else await poll(client, job, connector);
-      await client.query("release savepoint work");
-    } catch (error) {
-      // Anything short of the database itself failing: keep the attempt, back off.
-      await client.query("rollback to savepoint work");
-      await retryLater(client, job, attempts, error as Error);
+      return retryLater(job, attempts, error as Error);
     }
   }
 
-  async function retryLater(client: pg.PoolClient, job: TransferJob, attempts: number, error: Error): Promise<void> {
+  function retryLater(job: TransferJob, attempts: number, error: Error): Write {
     const delay = backoffMs(options, attempts);
     const unknown = error instanceof OutcomeUnknownError;
     log[unknown ? "warn" : "error"]({ jobId: job.id, kind: job.kind, casinoId: job.casino_id, attempts, retryInMs: delay, err: unknown ? undefined : error }, `transfer ${job.kind.toLowerCase()}: ${error.message}; retrying`);
-    await client.query("update hub.transfer_job set last_error = $2, next_attempt_at = now() + $3 * interval '1 millisecond', updated_at = now() where id = $1", [
-      job.id, error.message.slice(0, 1000), delay,
-    ]);
+    return async (client) => {
+      await client.query("update hub.transfer_job set last_error = $2, next_attempt_at = now() + $3 * interval '1 millisecond', updated_at = now() where id = $1", [
+        job.id, error.message.slice(0, 1000), delay,
+      ]);
+    };
   }
 
-  async function sendWithdrawal(client: pg.PoolClient, job: TransferJob, connector: CasinoConnector): Promise<void> {
+  async function sendWithdrawal(job: TransferJob, connector: CasinoConnector): Promise<Write> {
     const requestId = job.withdrawal_request_id!;
-    const w = await loadWithdrawal(client, requestId);
+    const w = await loadWithdrawal(pool, requestId);
     if (!w || w.status !== "PENDING") {
-      await client.query("update hub.transfer_job set status = 'DONE', updated_at = now() where id = $1", [job.id]);
-      return;
+      return async (client) => {
+        await client.query("update hub.transfer_job set status = 'DONE', updated_at = now() where id = $1", [job.id]);
+      };
     }
     let outcome: OutgoingOutcome | undefined;
     if (job.attempts > 0) {
@@ -152,6 +174,11 @@ export function startTransferWorker(superuserUrl: string, options: ResolvedTrans
       await extendSendWindow(pool, requestId, expiresAt);
       outcome = await connector.send({ idempotencyKey: requestId, uname: w.uname, currencyKey: w.currency_key, amount: w.amount, expiresAt });
     }
+    return (client) => recordOutcome(client, w, outcome);
+  }
+
+  async function recordOutcome(client: pg.PoolClient, w: WithdrawalForSend, outcome: OutgoingOutcome): Promise<void> {
+    const requestId = w.withdrawal_request_id;
     if (outcome.status === "COMPLETED") {
       await completeWithdrawal(client, requestId, outcome.mpTransferId);
       log.info({ withdrawalRequestId: requestId, mpTransferId: outcome.mpTransferId }, "withdrawal completed");
@@ -161,13 +188,7 @@ export function startTransferWorker(superuserUrl: string, options: ResolvedTrans
     }
   }
 
-  async function acknowledge(client: pg.PoolClient, job: TransferJob, connector: CasinoConnector): Promise<void> {
-    await connector.acknowledge(job.mp_transfer_id!);
-    await client.query("update hub.transfer_job set status = 'DONE', last_error = null, updated_at = now() where id = $1", [job.id]);
-  }
-
-  async function poll(client: pg.PoolClient, job: TransferJob, connector: CasinoConnector): Promise<void> {
-    const page = await connector.fetchIncoming(job.cursor);
+  async function recordIncoming(client: pg.PoolClient, job: TransferJob, page: IncomingPage): Promise<void> {
     let credited = 0;
     for (const raw of page.transfers) {
       await client.query("savepoint incoming");
