@@ -16,8 +16,7 @@
  * the same permissive assertion when the schema is finished, so both ways of
  * writing a game's union keep working.
  */
-import type { GraphQLNamedType, GraphQLSchema } from "graphql";
-import { isInterfaceType, isObjectType, isUnionType } from "graphql";
+import type { GraphQLInterfaceType, GraphQLNamedType, GraphQLObjectType, GraphQLSchema, GraphQLUnionType } from "graphql";
 import type { Step } from "grafast";
 import { extendSchema, gql } from "graphile-utils";
 
@@ -39,11 +38,16 @@ function expectsPlan(type: GraphQLNamedType): boolean {
  */
 export function alignGameResultUnions(schema: GraphQLSchema): GraphQLSchema {
   const resultTypes = new Set(GAME_RESULT_TYPES);
+  // By tag, not instanceof: a bundler may load a second copy of graphql-js beside the one that built the schema.
   for (const type of Object.values(schema.getTypeMap())) {
-    const members = isUnionType(type) ? type.getTypes() : isInterfaceType(type) ? schema.getImplementations(type).objects : [];
+    const tag = (type as { [Symbol.toStringTag]?: string })[Symbol.toStringTag];
+    const members: readonly GraphQLObjectType[] =
+      tag === "GraphQLUnionType" ? (type as GraphQLUnionType).getTypes()
+      : tag === "GraphQLInterfaceType" ? schema.getImplementations(type as GraphQLInterfaceType).objects
+      : [];
     if (!members.some((member) => resultTypes.has(member.name))) continue;
     for (const member of members) {
-      if (!isObjectType(member) || expectsPlan(member)) continue;
+      if (expectsPlan(member)) continue;
       const extensions = member.extensions as GrafastExtensions;
       // graphql-js keeps the extensions object as built; grafast reads it when it plans an operation.
       if (extensions.grafast) extensions.grafast.assertStep = anyStep;
