@@ -24,7 +24,7 @@ import { argumentOutOfRange, HubError, invalidArgument } from "../errors.js";
 import { createLogger } from "../logger.js";
 import type { ServerOptions } from "../options.js";
 import { startAndListen } from "../start.js";
-import { acquireCluster, createDatabase, dropDatabase, forgetCluster } from "./cluster.js";
+import { acquireCluster, dropDatabase, forgetCluster, spareReady, takeDatabase } from "./cluster.js";
 
 // ------------------------------------------------------------- GraphQL client
 
@@ -141,14 +141,14 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   let cluster = await clusterPromise;
   let database: string;
   try {
-    database = await createDatabase(cluster);
+    database = await takeDatabase(cluster);
   } catch (error) {
     if (!isConnectionLost(error)) throw error;
     // The shared cluster was stopped between two test files: start it again.
     forgetCluster(clusterPromise);
     clusterPromise = acquireCluster({ dataDir, databaseUrl, superuserDatabaseUrl, log });
     cluster = await clusterPromise;
-    database = await createDatabase(cluster);
+    database = await takeDatabase(cluster);
   }
   const superuserUrl = cluster.superuserUrlFor(database);
 
@@ -177,6 +177,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     const running = server;
     const url = running.url;
 
+    await spareReady(cluster);
     let stopping: Promise<void> | undefined;
     return {
       url,
@@ -212,6 +213,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     await server?.stop().catch(() => undefined);
     if (dbPool) await endPool(dbPool).catch(() => undefined);
     await dropDatabase(cluster, database).catch(() => undefined);
+    await spareReady(cluster);
     throw error;
   }
 }
