@@ -104,7 +104,7 @@ export function HubGameConfigPlugin(options: HubGameConfigOptions): GraphileConf
       }`
       : "";
     return {
-      // HubBadHashChainError and HubRiskError come with defaultPlugins (game-result-types.ts).
+      // HubBadHashChainError and HubRiskError are always in the schema (game-result-types.ts).
       typeDefs: outcomeTypes || kindTypes ? [gql`${outcomeTypes} ${kindTypes}`] : [],
       objects: {
         ...(outcomeKinds.length

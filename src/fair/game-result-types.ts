@@ -1,8 +1,8 @@
 /**
  * The result types a game answers with besides its success: HubBadHashChainError,
- * HubRiskError (and its HubRiskLimit). They are part of defaultPlugins, so any
- * game plugin may name them in its unions whether or not HubGameConfigPlugin
- * is loaded.
+ * HubRiskError (and its HubRiskLimit). The server always loads them, whatever
+ * its plugin list, so any game plugin may name them in its unions whether or
+ * not HubGameConfigPlugin is loaded.
  *
  * grafast requires every member of a union (or implementation of an interface)
  * to agree on whether it expects a plan, i.e. whether its type declares

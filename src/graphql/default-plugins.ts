@@ -8,7 +8,6 @@ import { HubOperatorCredentialsPlugin } from "./operator-credentials.js";
 import { HubLiveAlertsPlugin } from "./live-alerts.js";
 import { HubHashChainPlugin } from "../fair/hash-chain-plugin.js";
 import { HubOutcomeInputPlugin } from "../fair/outcome-input.js";
-import { HubGameResultTypesPlugin } from "../fair/game-result-types.js";
 import { HubTransfersPlugin } from "../transfers/graphql.js";
 
 type SessionKey = "user_id" | "casino_id" | "experience_id" | "id";
@@ -98,5 +97,4 @@ export const HubBalanceByCurrencyPlugin = extendSchema((build) => {
 export const defaultPlugins: GraphileConfig.Plugin[] = [
   HubCurrentIdentityPlugin, HubBalanceByCurrencyPlugin, HubUserClientIdPlugin, BetInterfacePlugin, HubSessionPlugin, HubOperatorPlugin,
   HubOperatorCredentialsPlugin, HubLiveAlertsPlugin, HubHashChainPlugin, HubOutcomeInputPlugin, HubTransfersPlugin,
-  HubGameResultTypesPlugin,
 ];

@@ -11,6 +11,7 @@ import { makeParseAndValidatePlugin } from "./parse-cache.js";
 import { makePipelinedPgService } from "../db/pipelined-adaptor.js";
 import { ClientInputPlugin, makeMaskError } from "./mask-error.js";
 import { ErrorRequestIdPlugin } from "./request-id.js";
+import { HubGameResultTypesPlugin } from "../fair/game-result-types.js";
 import type { LiveNotifications } from "../live/notifications.js";
 
 /** What the GraphQL context needs from the HTTP request; read by the server adapter (adapters/grafserv.ts). */
@@ -72,6 +73,8 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
           : { operator: { firstRules: queryLimitRules({ ...input.limits, introspection: true }), is: (ctx) => requestInfo(ctx).identity?.kind === "operator" } }),
       }),
       ClientInputPlugin,
+      // Whatever the plugin list: any game plugin may answer with these types.
+      HubGameResultTypesPlugin,
       ...input.plugins,
     ],
     pgServices: [
