@@ -1,7 +1,7 @@
 import { GraphQLError } from "graphql";
 import { constant, context, lambda } from "grafast";
 import { extendSchema, gql } from "graphile-utils";
-import { ADOPT_IDENTITY, type PluginContext } from "./context.js";
+import { ADOPT_IDENTITY, type AdoptIdentity, type PluginContext } from "./context.js";
 import type { UserIdentity } from "../auth/identity.js";
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
@@ -36,7 +36,7 @@ function loggedIn(context: PluginContext, session: NewSession, user: DbUser, exp
     session: { id: session.sessionId, user_id: user.id, casino_id: user.casino_id, experience_id: experience.id, expired_at: session.expiredAt },
     clientId,
   };
-  (context as PluginContext & { [ADOPT_IDENTITY]?: (c: PluginContext, i: UserIdentity) => void })[ADOPT_IDENTITY]?.(context, identity);
+  (context as PluginContext & { [ADOPT_IDENTITY]?: AdoptIdentity })[ADOPT_IDENTITY]?.(context, identity);
   return sessionPayload(session.token, user, experience);
 }
 
