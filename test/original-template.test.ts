@@ -2,7 +2,9 @@ import "./helpers/env.js";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import t from "tap";
-import { defaultPlugins } from "@hubpkg/hub";
+import { defaultPlugins, type RiskPolicyArgs } from "@hubpkg/hub";
+import { dbLockPlayerBalance, withPgPoolTransaction } from "@hubpkg/hub/db";
+import { riskLimitsOf } from "@hubpkg/hub/hash-chain";
 import { gql } from "@hubpkg/hub/graphile";
 import {
   startTestServer,
@@ -164,6 +166,23 @@ t.test("createHashChain: maxIterations (the template's name) and maxIteration (t
   t.equal((await createHashChain(hub.dbPool, { ...owner, maxIteration: 30 })).max_iteration, 30);
   t.equal((await createHashChain(hub.dbPool, { ...owner, maxIteration: 40, maxIterations: 40 })).max_iteration, 40);
   await t.rejects(createHashChain(hub.dbPool, { ...owner, maxIteration: 40, maxIterations: 50 }), { code: "INVALID_ARGUMENT", message: /two names of one length/ });
+});
+
+t.test("dbLockPlayerBalance with casinoId, and the risk policy asked the template's way", async (t) => {
+  const { player, experience } = await setUp({ balance: 700 });
+  const input = { userId: player.id, experienceId: experience.id, currencyKey: "HOUSE" };
+  const locked = await withPgPoolTransaction(hub.dbPool, async (pgClient) => ({
+    without: await dbLockPlayerBalance(pgClient, input),
+    same: await dbLockPlayerBalance(pgClient, { ...input, casinoId: hub.playgroundCasinoId }),
+    other: await dbLockPlayerBalance(pgClient, { ...input, casinoId: "00000000-0000-7000-8000-000000000000" }),
+  }));
+  t.match(locked, { without: { amount: 700 }, same: { amount: 700, casino_id: hub.playgroundCasinoId }, other: undefined });
+
+  const asked: RiskPolicyArgs[] = [];
+  const policy = (args: RiskPolicyArgs) => (asked.push(args), { maxPayout: args.bankroll / 10 });
+  t.same(policy({ type: "get-limits", currency: "HOUSE", bankroll: 1000 }), { maxPayout: 100 }, "called as the template calls it");
+  t.same(riskLimitsOf(policy, { currency: "HOUSE", bankroll: 5000, displayUnitName: "house", displayUnitScale: 1 }), { maxPayout: 500 });
+  t.same(asked[1], { type: "get-limits", currency: "HOUSE", bankroll: 5000, displayUnitName: "house", displayUnitScale: 1 }, "the hub passes every field");
 });
 
 t.test("the tower's mutations and the hub's result types are in the schema without HubGameConfigPlugin", async (t) => {
