@@ -72,6 +72,8 @@ export const ErrorCodes = {
   UNKNOWN_PARAMETER: "GET /bets: a query parameter other than limit and before.",
   // Bets (dbSettleBet and every game settled through it)
   METADATA_TOO_LARGE: "A bet's metadata is larger than the hub stores (8192 bytes as JSON; extensions.limit says so).",
+  // Configuration
+  SERVER_MISCONFIGURED: "The server's configuration is incomplete: the database refused the server access it needs (SQLSTATE 42501, e.g. a table of a user migration without its GRANT to app_postgraphile); the server log names the object and the statement to run.",
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCodes;

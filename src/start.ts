@@ -8,6 +8,7 @@ import { createLogger, setLogger, type Logger } from "./logger.js";
 import { discardPrewarmed, endPool, openDatabase, retryWhileEmbeddedRestarts, startupError, type OpenedDatabase } from "./db/database.js";
 import { openPools, ensureRoleSwitch, setSuperuserPool, clearSuperuserPool, type HubPools } from "./db/pools.js";
 import { migrate } from "./db/migrate.js";
+import { warnAboutGrants } from "./db/grants.js";
 import { validateOptions, type ServerOptions } from "./options.js";
 import { makePreset } from "./graphql/preset.js";
 import { defaultPlugins } from "./graphql/default-plugins.js";
@@ -122,6 +123,8 @@ export async function startAndListen(
     pools.credentials.query("select 1").catch(() => undefined);
     await retryWhileEmbeddedRestarts(db, () => migrate(pools.superuser, { userMigrationsPath: options.userDatabaseMigrationsPath, log }));
     await ensureRoleSwitch(pools, log, config.databaseUrlVariable);
+    // Warnings only: a table GraphQL cannot read fails the requests that use it, not the start.
+    await warnAboutGrants(pools.superuser, options.extraPgSchemas ?? [], log);
     setSuperuserPool(pools.superuser);
     cleanup.push(async () => clearSuperuserPool(pools.superuser));
     // Deposits and withdrawals with casinos: every instance runs a worker on the shared outbox.
