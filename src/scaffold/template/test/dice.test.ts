@@ -17,6 +17,7 @@ import {
   startTestServer,
   type TestServer,
 } from "@hubpkg/hub/test";
+import { ErrorCode } from "@hubpkg/hub";
 import { serverOptions } from "../src/options.js";
 import { dicePayout } from "../src/dice.js";
 
@@ -71,7 +72,7 @@ test("rollDice refuses a wager above the balance, and moves nothing", async () =
   const { graphqlClient } = await server.authenticate(user.id, experience.id);
   await assert.rejects(graphqlClient.request(ROLL, { input: { wager: 11, currency: "BTC", target: 50 } }), (error: unknown) => {
     assert.ok(error instanceof ClientError);
-    assert.equal(error.response.errors?.[0]?.extensions?.code, "INSUFFICIENT_FUNDS");
+    assert.equal(error.response.errors?.[0]?.extensions?.code, ErrorCode.INSUFFICIENT_FUNDS);
     return true;
   });
   const balance = await getPlayerBalance(server.dbPool, { userId: user.id, experienceId: experience.id, currencyKey: "BTC" });
