@@ -33,6 +33,9 @@ const RELATIONS = `
          c.relrowsecurity as rls,
          exists (select 1 from pg_policy p where p.polrelid = c.oid) as has_policy,
          exists (select 1 from pg_attribute a where a.attrelid = c.oid and a.attname = 'user_id' and a.attnum > 0 and not a.attisdropped) as has_user,
+         array(select a.attname::text from pg_attribute a
+                where a.attrelid = c.oid and a.attname in ('casino_id', 'experience_id') and a.attnum > 0 and not a.attisdropped
+                order by a.attname) as scope_columns,
          coalesce(obj_description(c.oid, 'pg_class'), '') as comment,
          owner.relname as owner_table,
          coalesce(obj_description(owner.oid, 'pg_class'), '') as owner_comment,
@@ -55,6 +58,8 @@ interface Row {
   rls: boolean;
   has_policy: boolean;
   has_user: boolean;
+  /** casino_id and experience_id, when the table has them. */
+  scope_columns: string[];
   comment: string;
   owner_table: string | null;
   owner_comment: string;
@@ -63,6 +68,12 @@ interface Row {
 
 /** The smart comments that take a table out of the generated API. */
 const hidden = (comment: string) => /^\s*@(omit|behavior\s+-\*)\s*$/m.test(comment);
+
+/** The policy of the hub's pattern: the session's player, in its casino and experience when the table records them; operators see all. */
+function policyFor(row: Row): string {
+  const own = ["user_id = hub_hidden.current_user_id()", ...row.scope_columns.map((c) => `${c} = hub_hidden.current_${c.slice(0, -3)}_id()`)];
+  return `CREATE POLICY ${pg.escapeIdentifier(`select_${row.name}`)} ON ${q(row.schema, row.name)} FOR SELECT TO ${ROLE} USING (hub_hidden.is_operator() OR (${own.join(" AND ")}));`;
+}
 
 function problemsOf(row: Row): GrantProblem[] {
   const object = `${row.schema}.${row.name}`;
@@ -82,15 +93,10 @@ function problemsOf(row: Row): GrantProblem[] {
         object,
         kind: "table",
         problem: "the table has a user column but no row-level security, so every player can read every player's rows",
-        fix: `ALTER TABLE ${name} ENABLE ROW LEVEL SECURITY; (then CREATE POLICY … FOR SELECT TO ${ROLE} USING (hub_hidden.is_operator() OR user_id = hub_hidden.current_user_id() …))`,
+        fix: `ALTER TABLE ${name} ENABLE ROW LEVEL SECURITY;${row.has_policy ? "" : ` ${policyFor(row)}`}`,
       });
     } else if (!row.has_policy) {
-      problems.push({
-        object,
-        kind: "table",
-        problem: `the table has row-level security but no policy, so ${ROLE} sees none of its rows`,
-        fix: `CREATE POLICY select_${row.name} ON ${name} FOR SELECT TO ${ROLE} USING (hub_hidden.is_operator() OR (user_id = hub_hidden.current_user_id() AND casino_id = hub_hidden.current_casino_id() AND experience_id = hub_hidden.current_experience_id()));`,
-      });
+      problems.push({ object, kind: "table", problem: `the table has row-level security but no policy, so ${ROLE} sees none of its rows`, fix: policyFor(row) });
     }
   }
   return problems;
