@@ -3,12 +3,17 @@
 //   server (tsc): a file of src/, adapters/, plugins/ or tsconfig.json newer
 //     than dist/server.js and dist/cli.js, which every build writes last;
 //   dashboard (tsc + vite): a file of src/dashboard newer than dist/dashboard/index.html.
-// HUB_REBUILD=always builds both whatever the times say.
+// HUB_REBUILD=always builds both whatever the times say. `--dry-run [--root DIR]`
+// only prints what it would build (for its test).
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 
-const root = path.resolve(import.meta.dirname ?? path.dirname(new URL(import.meta.url).pathname), "../..");
+const args = process.argv.slice(2);
+const dryRun = args.includes("--dry-run");
+const rootArg = args.indexOf("--root");
+const here = path.dirname(new URL(import.meta.url).pathname);
+const root = rootArg === -1 ? path.resolve(here, "../..") : path.resolve(args[rootArg + 1] ?? ".");
 const skip = new Set([path.join(root, "src/dashboard"), path.join(root, "src/scaffold/template")]);
 
 /** The newest modification time of the files under these paths (0 when none). */
@@ -43,6 +48,10 @@ function built(paths) {
 }
 
 function npmRun(script) {
+  if (dryRun) {
+    process.stdout.write(`would run: npm run ${script}\n`);
+    return;
+  }
   const npm = process.env.npm_execpath;
   // Under npm, its own CLI script; otherwise whatever npm is on PATH.
   const [command, args] = npm ? [process.execPath, [npm, "run", script, "--silent"]] : ["npm", ["run", script, "--silent"]];
