@@ -58,7 +58,8 @@ export function locateSyntaxError(entry: string, limit = 200): string | undefine
 
 /** Where a module failed to load, for a message: "at FILE:LINE:COL", or "" when unknown. */
 export function whereLoadFailed(error: unknown, entry: string): string {
-  const where = error instanceof SyntaxError ? locateSyntaxError(entry) : userFrame(error);
+  // A SyntaxError may also be thrown at run time (JSON.parse): then its stack has the place.
+  const where = (error instanceof SyntaxError ? locateSyntaxError(entry) : undefined) ?? userFrame(error);
   return where ? ` at ${where}` : "";
 }
 

@@ -119,10 +119,16 @@ t.test("start-up errors name the file and line: a syntax error in a module the c
       "",
     ].join("\n"),
     "throws.mjs": `import { BoomPlugin } from "./plugin.mjs";\nexport default { plugins: [BoomPlugin] };\n`,
+    "settings.mjs": `export const settings = JSON.parse(\n  "{ not json"\n);\n`,
+    "toplevel.mjs": `import { settings } from "./settings.mjs";\nexport default { extraPgSchemas: settings.schemas };\n`,
   });
   const syntax = await runServerExpectingFailure({ HUB_DATA_DIR: path.join(dir, "data"), HUB_CONFIG: path.join(dir, "syntax.mjs") });
   t.equal(syntax.code, 1);
   t.match(syntax.stderr, new RegExp(`could not be loaded: Unexpected token ';' at ${path.join(dir, "games.mjs")}:2 \\(const broken = ;\\) \\[HUB_CONFIG_INVALID\\]`));
+
+  const toplevel = await runServerExpectingFailure({ HUB_DATA_DIR: path.join(dir, "data"), HUB_CONFIG: path.join(dir, "toplevel.mjs") });
+  t.equal(toplevel.code, 1);
+  t.match(toplevel.stderr, new RegExp(`could not be loaded: .*JSON.* at ${path.join(dir, "settings.mjs")}:1:\\d+ \\[HUB_CONFIG_INVALID\\]`), "a module that throws as it loads: where");
 
   const throws = await runServerExpectingFailure({ HUB_DATA_DIR: path.join(dir, "data"), HUB_CONFIG: path.join(dir, "throws.mjs") });
   t.equal(throws.code, 1);
