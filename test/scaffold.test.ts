@@ -80,6 +80,14 @@ t.test("hub init: a project from the packed hub installs, serves with npm start,
   t.equal(install.code, 0, `npm install:\n${install.output}`);
   if (install.code !== 0) return;
 
+  await t.test("npx hub init in the project: the hub it installed writes another project on the same dependency", async (t) => {
+    const second = path.join(work, "second-game");
+    const run2 = await run(npm, ["exec", "--", "hub", "init", second], dir, 120_000);
+    t.equal(run2.code, 0, `npx hub init:\n${run2.output}`);
+    const manifest2 = JSON.parse(fs.readFileSync(path.join(second, "package.json"), "utf8")) as { dependencies: Record<string, string> };
+    t.equal(manifest2.dependencies["@hubpkg/hub"], `file:${tarball}`);
+  });
+
   await t.test("npm start serves the example game on an embedded Postgres", async (t) => {
     // Its own process group: the stop below reaches npm and the node it starts.
     const child = spawn(npm, ["start"], { cwd: dir, env: userEnv({ PORT: "0" }), stdio: ["ignore", "pipe", "pipe"], detached: true });

@@ -30,7 +30,7 @@ export function packageRoot(): string {
  * anything else (a version, a range, a git URL) is written as given.
  */
 export function hubDependency(spec: string | undefined, cwd = process.cwd()): string {
-  if (spec === undefined) return `file:${packageRoot()}`;
+  if (spec === undefined) return installedSpec(packageRoot()) ?? `file:${packageRoot()}`;
   const bare = spec.startsWith("file:") ? spec.slice("file:".length) : spec;
   const resolved = path.resolve(cwd, bare);
   if (fs.existsSync(resolved)) return `file:${resolved}`;
@@ -38,6 +38,27 @@ export function hubDependency(spec: string | undefined, cwd = process.cwd()): st
     throw new HubError("HUB_CLI_FAILED", `hub init: --hub ${JSON.stringify(spec)} looks like a path, but ${resolved} does not exist; expected a folder of @hubpkg/hub, an npm pack tarball (.tgz) or a version.`);
   }
   return spec;
+}
+
+/**
+ * When this hub is a dependency of a project (`npx hub init` there), the
+ * spec that project installed it from, with a relative path made absolute:
+ * its node_modules copy is the project's to replace, not a source to link to.
+ */
+function installedSpec(root: string): string | undefined {
+  const marker = `${path.sep}node_modules${path.sep}`;
+  const at = root.lastIndexOf(marker);
+  if (at === -1) return undefined;
+  const project = root.slice(0, at);
+  let spec: unknown;
+  try {
+    const manifest = JSON.parse(fs.readFileSync(path.join(project, "package.json"), "utf8")) as Record<string, Record<string, unknown> | undefined>;
+    spec = manifest.dependencies?.["@hubpkg/hub"] ?? manifest.devDependencies?.["@hubpkg/hub"];
+  } catch {
+    return undefined;
+  }
+  if (typeof spec !== "string") return undefined;
+  return spec.startsWith("file:") ? `file:${path.resolve(project, spec.slice("file:".length))}` : spec;
 }
 
 /** A package name npm accepts, from the folder's name: lower case, no spaces. */
