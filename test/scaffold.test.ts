@@ -53,8 +53,8 @@ function run(command: string, args: string[], cwd: string, timeoutMs: number, en
 
 const npm = process.platform === "win32" ? "npm.cmd" : "npm";
 
-async function graphql(url: string, query: string): Promise<{ data?: Record<string, unknown>; errors?: unknown[] }> {
-  const res = await fetch(`${url}/graphql`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ query }) });
+async function graphql(url: string, query: string, headers: Record<string, string> = {}): Promise<{ data?: Record<string, unknown>; errors?: unknown[] }> {
+  const res = await fetch(`${url}/graphql`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify({ query }) });
   return (await res.json()) as { data?: Record<string, unknown>; errors?: unknown[] };
 }
 
@@ -121,6 +121,20 @@ t.test("hub init: a project from the packed hub installs, serves with npm start,
     t.same(result.data?.kinds, { enumValues: [{ name: "DICE" }] }, "HubGameConfigPlugin names the game");
     t.same(result.data?.bet, { interfaces: [{ name: "Bet" }] }, "DiceBet implements Bet");
     t.ok(fs.existsSync(path.join(dir, ".hub")), "the embedded Postgres's data is in the project's .hub");
+
+    // The README's "Try it": a playground player, then a roll.
+    const readme = fs.readFileSync(path.join(dir, "README.md"), "utf8");
+    const session = await graphql(url, 'mutation { hubCreatePlaygroundSession(input: { uname: "alice" }) { sessionToken } }');
+    t.ok(readme.includes(JSON.stringify(`mutation { hubCreatePlaygroundSession(input: { uname: "alice" }) { sessionToken } }`).slice(1, -1)), "the README's session mutation");
+    const token = (session.data?.hubCreatePlaygroundSession as { sessionToken: string } | undefined)?.sessionToken;
+    t.ok(token, JSON.stringify(session));
+    const roll = 'mutation { rollDice(input: { wager: 100, currency: "HOUSE", target: 50 }) { balance bet { roll net } } }';
+    t.ok(readme.includes(JSON.stringify(roll).slice(1, -1)), "the README's roll");
+    const rolled = await graphql(url, roll, { authorization: `session:${token}` });
+    const { balance, bet } = (rolled.data?.rollDice ?? {}) as { balance?: number; bet?: { roll: number; net: number } };
+    t.ok(bet, JSON.stringify(rolled));
+    t.equal(bet?.net, bet && bet.roll < 50 ? 98 : -100, "a win pays floor(100 × 99 / 50) = 198, wager included");
+    t.equal(balance, 1000 + (bet?.net ?? NaN), "from the playground's 1,000 HOUSE");
     t.notMatch(output, /cannot use|app_postgraphile lacks/i, "no warning about grants");
     process.kill(-child.pid!, "SIGTERM");
     await exited;
