@@ -43,7 +43,7 @@ t.test("grants: start-up warns with the statement to run; a request that hits th
   });
   const server = await startServerProcess({ HUB_DATA_DIR: path.join(dir, "data"), HUB_CONFIG: path.join(dir, "hub.config.mjs") });
   t.teardown(() => server.child.kill("SIGKILL"));
-  const warnings = server.output().split("\n").filter((l) => l.includes('"msg":"GraphQL cannot use'));
+  const warnings = server.output().split("\n").filter((l) => l.includes('"msg":"grants for GraphQL:'));
   const fixes = warnings.map((l) => (JSON.parse(l) as { fix: string }).fix);
   t.same(fixes, [
     'GRANT USAGE ON SCHEMA "game" TO app_postgraphile;',
@@ -53,8 +53,8 @@ t.test("grants: start-up warns with the statement to run; a request that hits th
     'GRANT SELECT ON "game"."secret" TO app_postgraphile;',
   ], "one per problem, in order; nothing about the @omit table or its sequence");
   t.match(warnings[0], /"level":40/, "a warning");
-  t.match(warnings[0], /GraphQL cannot use schema game: app_postgraphile has no USAGE on the schema/);
-  t.match(warnings[2], /GraphQL cannot use table game\.note: the table has a user column but no row-level security/);
+  t.match(warnings[0], /grants for GraphQL: schema game: app_postgraphile has no USAGE on the schema/);
+  t.match(warnings[2], /grants for GraphQL: table game\.note: the table has a user column but no row-level security/);
 
   const res = await gql(server.url, "{ allNotes { nodes { body } } }");
   const error = res.body.errors?.[0];

@@ -26,7 +26,6 @@ const q = (schema: string, name?: string) => (name === undefined ? pg.escapeIden
 /** One query for all the schemas: each relation with what app_postgraphile may do with it. */
 const RELATIONS = `
   select n.nspname as schema, c.relname as name, c.relkind as kind,
-         has_schema_privilege($2, n.oid, 'USAGE') as schema_usage,
          case when c.relkind = 'S' then has_sequence_privilege($2, c.oid, 'USAGE')
               else has_table_privilege($2, c.oid, 'SELECT') end as can_use,
          c.relkind in ('r', 'p') and has_table_privilege($2, c.oid, 'INSERT') as can_insert,
@@ -52,7 +51,6 @@ interface Row {
   schema: string;
   name: string;
   kind: string;
-  schema_usage: boolean;
   can_use: boolean;
   can_insert: boolean;
   rls: boolean;
@@ -121,9 +119,16 @@ export async function findGrantProblems(pool: Pick<pg.Pool, "query">, schemas: r
 
 /** Log each problem as a warning naming the object and the statement to run. */
 export async function warnAboutGrants(pool: Pick<pg.Pool, "query">, schemas: readonly string[], log: Logger): Promise<GrantProblem[]> {
-  const problems = await findGrantProblems(pool, schemas);
+  let problems: GrantProblem[];
+  try {
+    problems = await findGrantProblems(pool, schemas);
+  } catch (error) {
+    // A check, not a step of the start: the server runs without it.
+    log.warn({ err: error }, "could not check what app_postgraphile may use in extraPgSchemas");
+    return [];
+  }
   for (const p of problems) {
-    log.warn({ object: p.object, kind: p.kind, fix: p.fix }, `GraphQL cannot use ${p.kind} ${p.object}: ${p.problem}. Run: ${p.fix}`);
+    log.warn({ object: p.object, kind: p.kind, fix: p.fix }, `grants for GraphQL: ${p.kind} ${p.object}: ${p.problem}. Run: ${p.fix}`);
   }
   return problems;
 }
