@@ -160,6 +160,12 @@ interface RouterLayer {
   handle?: { stack?: RouterLayer[] };
 }
 
+/** "GET", "GET,POST", or "ALL" for app.all (which Express 5 records as every method). */
+function methodsOf(route: { methods: Record<string, boolean> }): string {
+  const methods = Object.keys(route.methods);
+  return methods.includes("_all") || methods.length >= http.METHODS.length ? "ALL" : methods.map((m) => m.toUpperCase()).join(",");
+}
+
 const joinPath = (mount: string, path: string) => (mount === "/" ? path : `${mount.replace(/\/+$/, "")}${path === "/" ? "" : path}`);
 const trimSlash = (path: string) => (path.length > 1 ? path.replace(/\/+$/, "") : path);
 
@@ -187,7 +193,7 @@ export function routeCollisions(app: Express, builtIns: readonly BuiltInPath[]):
       const paths = (Array.isArray(raw) ? raw : [raw]).filter((p): p is string => typeof p === "string");
       for (const path of paths) {
         const full = joinPath(mount, path);
-        const what = layer.route ? `route ${Object.keys(layer.route.methods).map((m) => m.toUpperCase()).join(",")} ${full}` : `app.use(${JSON.stringify(full)}, …)`;
+        const what = layer.route ? `route ${methodsOf(layer.route)} ${full}` : `app.use(${JSON.stringify(full)}, …)`;
         for (const builtIn of builtIns) {
           if (takes(full, builtIn)) {
             found.push(`configureApp's ${what} collides with ${builtIn.what} at ${builtIn.path}${builtIn.prefix ? " (and everything under it)" : ""}, which the hub serves itself, so it would never run: move the route${builtIn.hint ? `, or ${builtIn.hint}` : ""}.`);

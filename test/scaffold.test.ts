@@ -51,6 +51,9 @@ function run(command: string, args: string[], cwd: string, timeoutMs: number, en
   });
 }
 
+// npm install, a server's start and the project's tests, one after the other, on a loaded machine.
+t.setTimeout(900_000);
+
 const npm = process.platform === "win32" ? "npm.cmd" : "npm";
 
 async function graphql(url: string, query: string, headers: Record<string, string> = {}): Promise<{ data?: Record<string, unknown>; errors?: unknown[] }> {

@@ -85,7 +85,7 @@ t.test("a configureApp route on a built-in path is refused at start, naming both
   const dir = tmpDir(t);
   writeFiles(dir, {
     "admin.mjs": `export default { configureApp: (app) => { app.get("/admin/stats", (req, res) => res.json({ ok: true })); } };\n`,
-    "graphql.mjs": `export default { configureApp: ({ app }) => { app.use("/graphql", (req, res) => res.end()); } };\n`,
+    "graphql.mjs": `export default { configureApp: ({ app }) => { app.use("/graphql", (req, res) => res.end()); app.all("/graphiql", (req, res) => res.end()); } };\n`,
     "moved.mjs": `export default { dashboard: "/ops", configureApp: (app) => { app.get("/admin/stats", (req, res) => res.json({ ok: true })); } };\n`,
   });
   const admin = await runServerExpectingFailure({ HUB_DATA_DIR: path.join(dir, "data"), HUB_CONFIG: path.join(dir, "admin.mjs") });
@@ -93,7 +93,7 @@ t.test("a configureApp route on a built-in path is refused at start, naming both
   t.match(admin.stderr, /configureApp's route GET \/admin\/stats collides with the dashboard at \/admin \(and everything under it\).*move the dashboard \(the option dashboard: "\/ops", or HUB_DASHBOARD=\/ops\).*\[HUB_ROUTE_CONFLICT\]/);
   const graphql = await runServerExpectingFailure({ HUB_DATA_DIR: path.join(dir, "data"), HUB_CONFIG: path.join(dir, "graphql.mjs") });
   t.equal(graphql.code, 1);
-  t.match(graphql.stderr, /configureApp's app\.use\("\/graphql", …\) collides with GraphQL at \/graphql.*\[HUB_ROUTE_CONFLICT\]/);
+  t.match(graphql.stderr, /configureApp's app\.use\("\/graphql", …\) collides with GraphQL at \/graphql.* configureApp's route ALL \/graphiql collides with GraphiQL at \/graphiql.*\[HUB_ROUTE_CONFLICT\]/);
 
   const server = await startServerProcess({ HUB_DATA_DIR: path.join(dir, "data"), HUB_CONFIG: path.join(dir, "moved.mjs") });
   t.teardown(() => server.child.kill("SIGKILL"));
