@@ -18,8 +18,9 @@ Commands:
                               package.json, src/index.ts, an example game,
                               its migration and test. --hub: how the project
                               depends on the hub, a folder, an npm pack
-                              tarball or a version (default: this
-                              installation's folder). No database needed.
+                              tarball or a version (default: what the
+                              project running this hub depends on, or
+                              this checkout's folder). No database needed.
   api-key create              Create an operator API key.
                               Send it as "Authorization: apikey:<key>".
   api-key list [--json]       List API keys: id, created_at, last_used_at,
