@@ -56,6 +56,24 @@ t.setTimeout(900_000);
 
 const npm = process.platform === "win32" ? "npm.cmd" : "npm";
 
+/** Whether the postmaster of this pid file has exited within timeoutMs (the file gone, or its process). */
+async function stopped(pidFile: string, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    let alive = false;
+    try {
+      const pid = Number(fs.readFileSync(pidFile, "utf8").split("\n")[0]);
+      process.kill(pid, 0);
+      alive = true;
+    } catch {
+      alive = false;
+    }
+    if (!alive) return true;
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
 async function graphql(url: string, query: string, headers: Record<string, string> = {}): Promise<{ data?: Record<string, unknown>; errors?: unknown[] }> {
   const res = await fetch(`${url}/graphql`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify({ query }) });
   return (await res.json()) as { data?: Record<string, unknown>; errors?: unknown[] };
@@ -145,10 +163,15 @@ t.test("hub init: a project from the packed hub installs, serves with npm start,
   });
 
   await t.test("npm test passes", async (t) => {
-    const test = await run(npm, ["test"], dir, 300_000);
+    // The project's test kit gets a cluster of its own in the temporary folder (not the one this
+    // repository's tests share), stopped by its watchdog a second after the tests end.
+    const kitDir = path.join(work, "test-kit");
+    const test = await run(npm, ["test"], dir, 300_000, userEnv({ HUB_TEST_KIT_DIR: kitDir, HUB_TEST_KIT_IDLE_SECONDS: "1" }));
     t.equal(test.code, 0, `npm test:\n${test.output}`);
     t.match(test.output, /# pass 2\b/);
     t.match(test.output, /# fail 0\b/);
+    t.ok(fs.existsSync(path.join(kitDir, "pg")), "on its own cluster");
+    t.ok(await stopped(path.join(kitDir, "pg", "postmaster.pid"), 60_000), "whose Postgres stops once the tests end");
   });
 
   await t.test("npm run typecheck passes (strict TypeScript)", async (t) => {
