@@ -13,6 +13,7 @@
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { HubError, configInvalid } from "../errors.js";
+import { whereLoadFailed } from "../startup-errors.js";
 import type { ServerOptions } from "../options.js";
 
 async function demoOptions(): Promise<ServerOptions> {
@@ -45,7 +46,10 @@ async function configModuleOptions(file: string): Promise<ServerOptions> {
   try {
     mod = (await import(pathToFileURL(path.resolve(file)).href)) as { default?: unknown };
   } catch (error) {
-    throw new HubError("HUB_CONFIG_INVALID", `HUB_CONFIG=${JSON.stringify(file)} could not be loaded: ${(error as Error).message}`, { cause: error });
+    // Node names no file for a SyntaxError of an ES module, and the failing file may be one the config imports.
+    throw new HubError("HUB_CONFIG_INVALID", `HUB_CONFIG=${JSON.stringify(file)} could not be loaded: ${(error as Error).message}${whereLoadFailed(error, path.resolve(file))}`, {
+      cause: error,
+    });
   }
   const options = mod.default;
   if (typeof options !== "object" || options === null || Array.isArray(options)) {
