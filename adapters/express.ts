@@ -141,3 +141,69 @@ function sendJson(res: import("node:http").ServerResponse, status: number, body:
   res.setHeader("content-length", Buffer.byteLength(payload));
   res.end(payload);
 }
+
+/** A path the hub serves itself, which no configureApp route can take over. */
+export interface BuiltInPath {
+  path: string;
+  /** What is served there, for the message. */
+  what: string;
+  /** Whether everything under it is the hub's too (the dashboard's files), or only the path itself. */
+  prefix: boolean;
+  /** How to move it out of the way, when it can be moved. */
+  hint?: string;
+}
+
+interface RouterLayer {
+  rawPath?: unknown;
+  slash?: boolean;
+  route?: { path: unknown; methods: Record<string, boolean> };
+  handle?: { stack?: RouterLayer[] };
+}
+
+/** "GET", "GET,POST", or "ALL" for app.all (which Express 5 records as every method). */
+function methodsOf(route: { methods: Record<string, boolean> }): string {
+  const methods = Object.keys(route.methods);
+  return methods.includes("_all") || methods.length >= http.METHODS.length ? "ALL" : methods.map((m) => m.toUpperCase()).join(",");
+}
+
+const joinPath = (mount: string, path: string) => (mount === "/" ? path : `${mount.replace(/\/+$/, "")}${path === "/" ? "" : path}`);
+const trimSlash = (path: string) => (path.length > 1 ? path.replace(/\/+$/, "") : path);
+
+function takes(path: string, builtIn: BuiltInPath): boolean {
+  const p = trimSlash(path);
+  return p === builtIn.path || (builtIn.prefix && p.startsWith(`${builtIn.path}/`));
+}
+
+/**
+ * The routes and mounts of the configured app (its router's stack, and the
+ * stacks of routers mounted on it) whose path is one the hub serves: they
+ * would never run, since the hub answers those paths before Express. One
+ * line per collision, naming the route and the built-in path.
+ */
+export function routeCollisions(app: Express, builtIns: readonly BuiltInPath[]): string[] {
+  const found: string[] = [];
+  const visit = (stack: RouterLayer[] | undefined, mount: string) => {
+    for (const layer of stack ?? []) {
+      // Middleware without a path (app.use(fn)) takes no path; what a router mounted so declares, does.
+      if (!layer.route && layer.slash) {
+        if (Array.isArray(layer.handle?.stack)) visit(layer.handle.stack, mount);
+        continue;
+      }
+      const raw = layer.route ? layer.route.path : layer.rawPath;
+      const paths = (Array.isArray(raw) ? raw : [raw]).filter((p): p is string => typeof p === "string");
+      for (const path of paths) {
+        const full = joinPath(mount, path);
+        const what = layer.route ? `route ${methodsOf(layer.route)} ${full}` : `app.use(${JSON.stringify(full)}, …)`;
+        for (const builtIn of builtIns) {
+          if (takes(full, builtIn)) {
+            found.push(`configureApp's ${what} collides with ${builtIn.what} at ${builtIn.path}${builtIn.prefix ? " (and everything under it)" : ""}, which the hub serves itself, so it would never run: move the route${builtIn.hint ? `, or ${builtIn.hint}` : ""}.`);
+          }
+        }
+        if (!layer.route && Array.isArray(layer.handle?.stack)) visit(layer.handle.stack, full);
+      }
+    }
+  };
+  const router = (app as unknown as { router?: { stack?: RouterLayer[] } }).router;
+  visit(router?.stack, "/");
+  return found;
+}

@@ -79,6 +79,8 @@ export const ErrorCodes = {
   CHAT_NOT_FOUND: "A chat operation names a player, experience or message that does not exist, or a player outside the casino or experience it acts in.",
   CHAT_NOT_MUTED: "hubChatUnmuteUser: the player has no mute in force to end.",
   CHAT_MUTE_INVALID: "hubChatMuteUser: expiredAt is not in the future, or the reason has more than 500 characters.",
+  // Configuration
+  SERVER_MISCONFIGURED: "The server's configuration is incomplete: the database refused the server access it needs (SQLSTATE 42501, e.g. a table of a user migration without its GRANT to app_postgraphile); the server log names the object and the statement to run.",
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCodes;
@@ -104,6 +106,9 @@ export const HubErrorCodes = {
   HUB_NOT_STARTED: "The superuserPool exported by @hubpkg/hub/db was used before the server started.",
   HUB_CLI_USAGE: "The command line does not fit the grammar of the `hub` tool, or `node dist/server.js` was given an argument (it takes none) (exit status 2).",
   HUB_CLI_FAILED: "A command of the tool failed for a reason its message fully explains: no such key, casino or player, a duplicate name (exit status 1).",
+  HUB_ROUTE_CONFLICT: "A route or mount of configureApp takes a path the hub serves itself (the dashboard, /graphql, /graphiql), so it would never run; the message names both.",
+  HUB_PLUGIN_FAILED: "Building the GraphQL schema failed, usually in a plugin; the message names the file and line it was thrown at.",
+  HUB_PORT_IN_USE: "The server could not listen: the port is taken (or needs privileges); the message names the port and the setting to change.",
 } as const;
 
 export type HubErrorCode = keyof typeof HubErrorCodes;

@@ -8,6 +8,7 @@ import { createLogger, setLogger, type Logger } from "./logger.js";
 import { discardPrewarmed, endPool, openDatabase, retryWhileEmbeddedRestarts, startupError, type OpenedDatabase } from "./db/database.js";
 import { openPools, ensureRoleSwitch, setSuperuserPool, clearSuperuserPool, type HubPools } from "./db/pools.js";
 import { migrate } from "./db/migrate.js";
+import { warnAboutGrants } from "./db/grants.js";
 import { validateOptions, type ServerOptions } from "./options.js";
 import { makePreset } from "./graphql/preset.js";
 import { defaultPlugins } from "./graphql/default-plugins.js";
@@ -23,6 +24,10 @@ import { createServerStats, setLatestServerStats } from "./stats.js";
 import { createLiveNotifications } from "./live/notifications.js";
 import { webSocketLimits } from "./live/limits.js";
 import type { WebSocketFront } from "../adapters/websocket.js";
+import type { BuiltInPath } from "../adapters/express.js";
+import { GRAPHQL_PATH } from "../adapters/graphql-path.js";
+import { HubError } from "./errors.js";
+import { listenFailed, schemaBuildFailed } from "./startup-errors.js";
 import { resolveTransferOptions } from "./transfers/options.js";
 import { registerWorker, setTransferOptions } from "./transfers/runtime.js";
 import { startTransferWorker } from "./transfers/worker.js";
@@ -83,6 +88,19 @@ function loadHttpModules(withExpress: boolean) {
   return modules;
 }
 
+/** The paths the hub serves itself, which configureApp's routes cannot take. */
+function builtInPaths(dashboard: string | false, graphiql: boolean): BuiltInPath[] {
+  const paths: BuiltInPath[] = [{ path: GRAPHQL_PATH, what: "GraphQL", prefix: false }];
+  if (graphiql) {
+    const hint = "turn GraphiQL off (graphiql: false)";
+    paths.push({ path: "/graphiql", what: "GraphiQL", prefix: false, hint }, { path: "/ruru-static", what: "GraphiQL's files", prefix: true, hint });
+  }
+  if (dashboard !== false) {
+    paths.push({ path: dashboard, what: "the dashboard", prefix: true, hint: 'move the dashboard (the option dashboard: "/ops", or HUB_DASHBOARD=/ops) or turn it off (dashboard: false, HUB_DASHBOARD=off)' });
+  }
+  return paths;
+}
+
 /** Undo what a failed start had already done, in reverse order. */
 async function unwind(steps: (() => Promise<unknown>)[], log: Logger): Promise<void> {
   for (const step of steps.reverse()) {
@@ -122,6 +140,8 @@ export async function startAndListen(
     pools.credentials.query("select 1").catch(() => undefined);
     await retryWhileEmbeddedRestarts(db, () => migrate(pools.superuser, { userMigrationsPath: options.userDatabaseMigrationsPath, log }));
     await ensureRoleSwitch(pools, log, config.databaseUrlVariable);
+    // Warnings only: a table GraphQL cannot read fails the requests that use it, not the start.
+    await warnAboutGrants(pools.superuser, options.extraPgSchemas ?? [], log);
     setSuperuserPool(pools.superuser);
     cleanup.push(async () => clearSuperuserPool(pools.superuser));
     // Deposits and withdrawals with casinos: every instance runs a worker on the shared outbox.
@@ -188,7 +208,10 @@ export async function startAndListen(
     credentialEvents.ready.catch(() => undefined); // awaited below, after the schema
     const schemaResult = pgl.getSchemaResult();
     const httpModules = loadHttpModules(options.configureApp !== undefined);
-    const { schema } = await schemaResult;
+    const { schema } = await Promise.resolve(schemaResult).catch((error: unknown) => {
+      // Database errors carry a code and are reported as such; anything else came from a plugin's code.
+      throw typeof (error as { code?: unknown } | undefined)?.code === "string" ? error : schemaBuildFailed(error);
+    });
     const { grafservRequestInfo, mountGraphQL } = await httpModules.grafserv;
     requestInfo = grafservRequestInfo;
     if (options.exportSchemaSDLPath) {
@@ -200,6 +223,10 @@ export async function startAndListen(
 
     const [{ createFastify }, expressAdapter] = await Promise.all([httpModules.fastify, httpModules.express]);
     const expressApp = options.configureApp && expressAdapter ? await expressAdapter.createExpressApp(options.configureApp, pools.superuser) : undefined;
+    if (expressApp && expressAdapter) {
+      const collisions = expressAdapter.routeCollisions(expressApp.app, builtInPaths(config.dashboard, options.graphiql ?? config.nodeEnv !== "production"));
+      if (collisions.length > 0) throw new HubError("HUB_ROUTE_CONFLICT", collisions.join(" "));
+    }
     const app = createFastify({
       logger: log,
       stats,
@@ -218,7 +245,9 @@ export async function startAndListen(
     webSockets = await mountGraphQL(app, pgl, { resolver, credentialsPool: pools.credentials, limits: wsLimits, log });
     if (config.dashboard !== false) mountDashboard(app, config.dashboard, log);
     if (expressApp && expressAdapter) await expressAdapter.mountExpressApp(app, expressApp.app, stats, identityLimiter.poolFor);
-    await app.listen({ port: config.port, host: config.host });
+    await app.listen({ port: config.port, host: config.host }).catch((error: unknown) => {
+      throw listenFailed(error, config.port, config.host, options.port !== undefined);
+    });
     const address = app.server.address();
     const port = typeof address === "object" && address ? address.port : config.port;
     const displayHost = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host.includes(":") ? `[${config.host}]` : config.host;

@@ -39,6 +39,18 @@ t.test("node dist/server.js runs the demo: reference plugins and routes", async 
   const low = await gql(server.url, 'mutation { makeCoinflip(input: { currency: "HOUSE", wager: 0.5 }) { id } }', {}, alice.header);
   t.match(low.body.errors?.[0]?.message, /wager must be at least 1/i);
 
+  // The games as the other revision's template configures them: outcome bets, the tower, their risk limits.
+  const schema = await gql(server.url, "{ __schema { mutationType { fields { name } } } }");
+  const mutations = (schema.body.data as any).__schema.mutationType.fields.map((f: { name: string }) => f.name);
+  for (const name of ["hubMakeOutcomeBet", "startTower", "moveTower", "cashOutTower"]) t.ok(mutations.includes(name), `the demo has ${name}`);
+  const limits = await gql(server.url, "{ hubRiskLimits(gameKinds: [GENERAL, TOWER]) { currency gameKind maxPayout } }", {}, alice.header);
+  t.same(limits.body.errors, undefined);
+  t.same(
+    (limits.body.data as any).hubRiskLimits.filter((l: { currency: string }) => l.currency === "HOUSE").map((l: { gameKind: string }) => l.gameKind),
+    ["GENERAL", "TOWER"],
+    "hubRiskLimits answers for both game kinds",
+  );
+
   // /bets: 401 plain text unless a player; else that player's bets only.
   for (const headers of [{}, operator.header, { authorization: "session:bogus" }]) {
     const res = await fetch(`${server.url}/bets`, { headers });

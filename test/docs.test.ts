@@ -20,7 +20,7 @@ import { ROOT, startServerProcess, type ServerProcess } from "./helpers/process.
 import { tmpDir } from "./helpers/tmp.js";
 
 /** Pages written in other branches at the same time: a link to one is checked once the page exists. */
-const PAGES_IN_PROGRESS = new Set(["docs/your-own-project.md"]);
+const PAGES_IN_PROGRESS = new Set<string>();
 
 interface Block {
   page: string;

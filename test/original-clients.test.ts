@@ -120,8 +120,8 @@ t.test("an operator adds the casino in the original's shape; the frontend logs i
   const { sessionKey, uname, experienceId, userId } = payload.success;
   t.match(sessionKey, UUID_V4, "the session key is a random UUID (v4)");
   t.equal(uname, "olga");
-  // The query field is the whole Query, read with the request's identity (none yet).
-  t.same(payload.query, { hubCurrentUser: null });
+  // The query field is the whole Query, read as the player who just logged in.
+  t.same(payload.query, { hubCurrentUser: { id: userId } });
 
   t.same((await server.dbPool.query("select id, casino_id from hub.user where id = $1", [userId])).rows, [{ id: userId, casino_id: casinoId }]);
   const session = await server.dbPool.query("select token_digest from hub.session where user_id = $1", [userId]);
@@ -304,7 +304,7 @@ t.test("the original's playground session: the same userClientId is the same pla
   const experienceClientId = randomUUID();
   const first = await playground(userClientId, experienceClientId);
   t.match(first.success, { sessionKey: UUID_V4, uname: /^player-[0-9a-f]{12}$/ }, "a random UUID key and a generated name");
-  t.same(first.query, { hubCurrentUser: null }, "query is read with the identity of the request (none)");
+  t.same(first.query, { hubCurrentUser: { id: first.success.userId } }, "query is read as the new session's player");
   const again = await playground(userClientId, experienceClientId);
   t.equal(again.success.userId, first.success.userId, "the same id: the same player");
   t.equal(again.success.experienceId, first.success.experienceId, "the same experience id: the same experience");

@@ -231,8 +231,7 @@ t.test("bad input: one form per call, and a clear code", async (t) => {
   const cases: [string, Record<string, unknown>, RegExp, string][] = [
     ["both forms", { uname: "hank", userClientId: randomUUID() }, /either \{ userClientId, experienceClientId \}.*or \{ uname \}, not both; received userClientId, uname/, "BAD_USER_INPUT"],
     ["uname with an experience id", { uname: "hank", experienceClientId: randomUUID() }, /not both/, "BAD_USER_INPUT"],
-    ["neither", {}, /received neither/, "BAD_USER_INPUT"],
-    ["an experience id alone", { experienceClientId: randomUUID() }, /received experienceClientId/, "BAD_USER_INPUT"],
+    ["the nil UUID as the only experience id", { experienceClientId: "00000000-0000-0000-0000-000000000000" }, /experienceClientId must be a random UUID.*nil UUID/, "BAD_USER_INPUT"],
     ["the nil UUID", { userClientId: "00000000-0000-0000-0000-000000000000" }, /userClientId must be a random UUID.*nil UUID/, "BAD_USER_INPUT"],
     ["the max UUID as experience", { userClientId: randomUUID(), experienceClientId: "ffffffff-ffff-ffff-ffff-ffffffffffff" }, /experienceClientId must be a random UUID.*max UUID/, "BAD_USER_INPUT"],
   ];
@@ -245,6 +244,42 @@ t.test("bad input: one form per call, and a clear code", async (t) => {
   const notUuid = await gql(server.url, mutation, { i: { userClientId: "alice" } });
   t.match(notUuid.body.errors?.[0]?.message, /Invalid UUID/, "not a UUID: refused by the UUID type");
   t.equal((await server.dbPool.query("select count(*)::int as n from hub.user")).rows[0].n, users, "nothing was created");
+});
+
+t.test("the other revision's forms: {} and { experienceClientId } make a new player, and the payload's query answers as that player", async (t) => {
+  const LOGIN = `mutation($i: HubCreatePlaygroundSessionInput!) { hubCreatePlaygroundSession(input: $i) {
+    success { sessionKey userId experienceId uname }
+    query { hubCurrentUser { id uname hubBalanceByCurrency(currency: "HOUSE") { amount } } hubCurrentExperience { id } } } }`;
+  const login = async (input: Record<string, unknown>) => {
+    const res = await gql(server.url, LOGIN, { i: input });
+    t.same(res.body.errors, undefined, JSON.stringify(input));
+    return (res.body.data as any).hubCreatePlaygroundSession as {
+      success: { sessionKey: string; userId: string; experienceId: string; uname: string };
+      query: { hubCurrentUser: { id: string; uname: string; hubBalanceByCurrency: { amount: number } | null } | null; hubCurrentExperience: { id: string } | null };
+    };
+  };
+  const first = await login({});
+  const second = await login({});
+  t.not(second.success.userId, first.success.userId, "{} twice: two players");
+  t.not(second.success.experienceId, first.success.experienceId, "{} twice: two experiences");
+  for (const p of [first, second]) {
+    t.same(p.query, {
+      hubCurrentUser: { id: p.success.userId, uname: p.success.uname, hubBalanceByCurrency: { amount: 1000 } },
+      hubCurrentExperience: { id: p.success.experienceId },
+    }, "the login answer shows the new player, its experience and its starting balance");
+  }
+
+  const experienceClientId = randomUUID();
+  const third = await login({ experienceClientId });
+  const fourth = await login({ experienceClientId });
+  t.not(fourth.success.userId, third.success.userId, "a new player each time");
+  t.equal(fourth.success.experienceId, third.success.experienceId, "in the experience the id names");
+  t.same(fourth.query.hubCurrentExperience, { id: third.success.experienceId });
+
+  // The session works afterwards too, and the anonymous request that logged in stays anonymous for the next one.
+  const me = await gql(server.url, "{ hubCurrentUser { id } }", {}, as(third.success.sessionKey));
+  t.same(me.body.data, { hubCurrentUser: { id: third.success.userId } });
+  t.same((await gql(server.url, "{ hubCurrentUser { id } }")).body.data, { hubCurrentUser: null });
 });
 
 /** `node dist/server.js` (the bare hub) with this environment, on its own data dir. */

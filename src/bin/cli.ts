@@ -16,7 +16,7 @@ import { endPool, openDatabase, type OpenedDatabase } from "../db/database.js";
 import { migrate } from "../db/migrate.js";
 import { HubError } from "../errors.js";
 import { createLogger, type Logger } from "../logger.js";
-import { CliFailure, run } from "./cli/commands.js";
+import { CliFailure, run, runInit } from "./cli/commands.js";
 import { commandList, parseCommand, USAGE, type Command } from "./cli/grammar.js";
 
 /** One line, whatever the source of the message. */
@@ -61,6 +61,15 @@ async function main(argv: string[]): Promise<number> {
     if (command.name === "help") return 0;
     process.stderr.write(`hub: no command given: expected ${commandList()}.\n`);
     return 2;
+  }
+  if (command.name === "init") {
+    try {
+      runInit(command);
+      return 0;
+    } catch (error) {
+      process.stderr.write(`${errorLine(error)}\n`);
+      return 1;
+    }
   }
 
   let opening: Promise<OpenedDatabase> | undefined;

@@ -34,6 +34,8 @@ export interface LockPlayerBalanceInput {
   userId: string;
   experienceId: string;
   currencyKey: string;
+  /** When given, only a balance in this casino is locked (currency keys are per casino). */
+  casinoId?: string;
 }
 
 export interface LockHouseBankrollInput {
@@ -62,9 +64,9 @@ const BANKROLL_COLUMNS = "id, casino_id, currency_key, amount, bets, wagered, ex
 export async function dbLockPlayerBalance(pgClient: PgClient, input: LockPlayerBalanceInput): Promise<DbBalance | undefined> {
   const { rows } = await pgClient.query<DbBalance>(
     `select ${BALANCE_COLUMNS} from hub.balance
-      where user_id = $1 and experience_id = $2 and currency_key = $3
+      where user_id = $1 and experience_id = $2 and currency_key = $3 and ($4::uuid is null or casino_id = $4::uuid)
       for update`,
-    [input.userId, input.experienceId, input.currencyKey],
+    [input.userId, input.experienceId, input.currencyKey, input.casinoId ?? null],
   );
   return rows[0];
 }

@@ -107,24 +107,8 @@ export function HubGameConfigPlugin(options: HubGameConfigOptions): GraphileConf
       }`
       : "";
     return {
-      // Defined whatever games are configured: custom games answer with them too.
-      typeDefs: gql`
-        "The chain is not the player's, not active, or exhausted: create a new one (hubCreateHashChain) and retry."
-        type HubBadHashChainError {
-          message: String!
-        }
-        "A bet would pay more than the game's risk policy allows for the house bankroll now."
-        type HubRiskError {
-          message: String!
-          riskLimits: HubRiskLimit!
-        }
-        type HubRiskLimit {
-          "The most one bet may pay back (wager included), in base units."
-          maxPayout: Float!
-        }
-        ${outcomeTypes}
-        ${kindTypes}
-      `,
+      // HubBadHashChainError and HubRiskError are always in the schema (game-result-types.ts).
+      typeDefs: outcomeTypes || kindTypes ? [gql`${outcomeTypes} ${kindTypes}`] : [],
       objects: {
         ...(outcomeKinds.length
           ? {
@@ -149,7 +133,11 @@ export function HubGameConfigPlugin(options: HubGameConfigOptions): GraphileConf
                 },
               },
               HubMakeOutcomeBetPayload: { plans: { result: ($payload: any) => $payload } },
-              HubMakeOutcomeBetSuccess: { plans: { bet: ($result: any) => outcomeBetResource.get({ id: access($result, "betId") }) } },
+              HubMakeOutcomeBetSuccess: {
+                // Expects a plan, like the union's other members (game-result-types.ts).
+                assertStep: () => true,
+                plans: { bet: ($result: any) => outcomeBetResource.get({ id: access($result, "betId") }) },
+              },
             }
           : {}),
         ...(allKinds.length

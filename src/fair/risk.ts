@@ -4,12 +4,20 @@
  * limit is refused before any money moves.
  */
 
-/** What a policy is told: the bankroll in base units and the currency with its display unit. */
+/**
+ * What a policy is told: the bankroll in base units and the currency with its
+ * display unit. The hub always passes every field; a game that calls its
+ * policy itself may pass the other revision's shape, `{ type: "get-limits",
+ * currency, bankroll }`, so the policy can rely on currency and bankroll only
+ * unless it knows its callers.
+ */
 export interface RiskPolicyArgs {
+  /** What is asked: always "get-limits" (the other revision's callers name it). */
+  type?: "get-limits";
   currency: string;
   bankroll: number;
-  displayUnitName: string;
-  displayUnitScale: number;
+  displayUnitName?: string;
+  displayUnitScale?: number;
 }
 
 export interface RiskLimits {
@@ -41,7 +49,7 @@ export const unlimitedRisk: RiskPolicy = ({ bankroll }) => ({ maxPayout: bankrol
 
 /** The limits a policy gives for this bankroll, checked: a policy returning nonsense limits every bet to 0. */
 export function riskLimitsOf(policy: RiskPolicy | undefined, args: RiskPolicyArgs): RiskLimits {
-  const limits = (policy ?? unlimitedRisk)(args);
+  const limits = (policy ?? unlimitedRisk)({ type: "get-limits", ...args });
   const maxPayout = Number(limits?.maxPayout);
   return { maxPayout: Number.isFinite(maxPayout) && maxPayout > 0 ? Math.floor(maxPayout) : 0 };
 }

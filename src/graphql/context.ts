@@ -20,6 +20,16 @@ export interface PluginContext {
   pgSubscriber: Grafast.Context["pgSubscriber"];
 }
 
+/**
+ * Where a login finds how to make the rest of its request run as the player
+ * it logged in: identity, the superuser pool bound to that identity and the
+ * transaction settings change together. A symbol, so no plugin takes it for
+ * a member of its own.
+ */
+export const ADOPT_IDENTITY: unique symbol = Symbol("hub.adoptIdentity");
+
+export type AdoptIdentity = (context: PluginContext, identity: Identity) => void;
+
 declare global {
   namespace Grafast {
     // Lets `context().get("identity")` be typed in plugin plans.

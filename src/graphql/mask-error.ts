@@ -100,6 +100,10 @@ export function classifyDatabaseError(error: unknown): { code: string; message: 
   if (!e || typeof e !== "object") return undefined;
   const code = typeof e.code === "string" ? e.code : "";
   const message = typeof e.message === "string" ? e.message : "";
+  // insufficient_privilege: a grant or policy the operator has yet to add, not a bug to hunt in the code.
+  if (code === "42501") {
+    return { code: ErrorCode.SERVER_MISCONFIGURED, message: "The server's configuration is incomplete: it lacks a database permission this operation needs. The server log says which, and the statement that adds it." };
+  }
   if (code === "57014" && /statement timeout/.test(message)) {
     return { code: ErrorCode.STATEMENT_TIMEOUT, message: "The query took longer than the server's statement timeout and was cancelled." };
   }

@@ -5,12 +5,13 @@ import type { Identity } from "../auth/identity.js";
 import { pgSettingsFor } from "../auth/identity.js";
 import { HubInflectionPlugin } from "./inflection.js";
 import type { Logger } from "../logger.js";
-import type { PluginContext } from "./context.js";
+import { ADOPT_IDENTITY, type AdoptIdentity, type PluginContext } from "./context.js";
 import { queryLimitRules, type QueryLimits } from "./query-limits.js";
 import { makeParseAndValidatePlugin } from "./parse-cache.js";
 import { makePipelinedPgService } from "../db/pipelined-adaptor.js";
 import { ClientInputPlugin, makeMaskError } from "./mask-error.js";
 import { ErrorRequestIdPlugin } from "./request-id.js";
+import { HubGameResultTypesPlugin } from "../fair/game-result-types.js";
 import type { LiveNotifications } from "../live/notifications.js";
 
 /** What the GraphQL context needs from the HTTP request; read by the server adapter (adapters/grafserv.ts). */
@@ -51,6 +52,12 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
   const { superuserPool, statementTimeoutMs, requestInfo } = input;
   const superuserPoolFor = input.superuserPoolFor ?? (() => superuserPool);
   const pubsub = input.pubsub ?? null;
+  // A login's payload (`query`) is read with the new session: steps that run after it see this identity.
+  const adoptIdentity: AdoptIdentity = (context, identity) => {
+    context.identity = identity;
+    context.superuserPool = superuserPoolFor(identity);
+    context.pgSettings = pgSettingsFor(identity, statementTimeoutMs);
+  };
   return {
     extends: [PostGraphileAmberPreset],
     // No Relay global ids: `id` is the row's UUID, as existing game clients expect.
@@ -66,6 +73,8 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
           : { operator: { firstRules: queryLimitRules({ ...input.limits, introspection: true }), is: (ctx) => requestInfo(ctx).identity?.kind === "operator" } }),
       }),
       ClientInputPlugin,
+      // Whatever the plugin list: any game plugin may answer with these types.
+      HubGameResultTypesPlugin,
       ...input.plugins,
     ],
     pgServices: [
@@ -100,7 +109,8 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
           requestId,
           // grafast's listen() calls subscribe(topic) only, which is all the hub's subscriber has.
           pgSubscriber: pubsub as unknown as PluginContext["pgSubscriber"],
-        };
+          [ADOPT_IDENTITY]: adoptIdentity,
+        } as Partial<PluginContext>;
       },
     },
   };

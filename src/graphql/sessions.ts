@@ -1,7 +1,8 @@
 import { GraphQLError } from "graphql";
 import { constant, context, lambda } from "grafast";
 import { extendSchema, gql } from "graphile-utils";
-import type { PluginContext } from "./context.js";
+import { ADOPT_IDENTITY, type AdoptIdentity, type PluginContext } from "./context.js";
+import type { UserIdentity } from "../auth/identity.js";
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
 import { createSession, digest, ensureExperience, ensureUserAndExperience, PLAYGROUND_CASINO, DEFAULT_EXPERIENCE, USER_COLUMNS } from "../auth/credentials.js";
@@ -17,6 +18,27 @@ import type { DbCasino, DbExperience, DbUser } from "../db/types.js";
 export const PLAYGROUND_STARTING_BALANCE = 1000;
 /** What a new playground house bankroll holds, so wins can be paid. */
 export const PLAYGROUND_BANKROLL = 1_000_000;
+
+type NewSession = { token: string; sessionId: string; expiredAt: Date };
+
+/**
+ * The answer to a login, and from now on the request's identity: the
+ * payload's `query` (read after this resolver) then shows the new player,
+ * as a frontend expects of its login answer (balances, hash chain). The
+ * caller holds the new session's key from this answer anyway, so later fields
+ * of the same request gain nothing it could not send itself.
+ */
+function loggedIn(context: PluginContext, session: NewSession, user: DbUser, experience: DbExperience, clientId: string | null) {
+  const identity: UserIdentity = {
+    kind: "user",
+    user,
+    sessionId: session.sessionId,
+    session: { id: session.sessionId, user_id: user.id, casino_id: user.casino_id, experience_id: experience.id, expired_at: session.expiredAt },
+    clientId,
+  };
+  (context as PluginContext & { [ADOPT_IDENTITY]?: AdoptIdentity })[ADOPT_IDENTITY]?.(context, identity);
+  return sessionPayload(session.token, user, experience);
+}
 
 function sessionPayload(token: string, user: DbUser, experience: DbExperience) {
   return {
@@ -35,7 +57,7 @@ const sessionTypes = gql`
   """
   type HubAuthenticatePayload {
     success: HubAuthenticateSuccess
-    "The whole Query, read with the new session's identity only on the next request."
+    "The whole Query, read as the new session's player (hubCurrentUser & co.)."
     query: Query
     "The same value as success.sessionKey."
     sessionToken: String!
@@ -140,11 +162,13 @@ export const HubSessionPlugin = extendSchema(
             throw error;
           }
           // Only a verified token creates anything: the user, experience and session together.
-          return withPgPoolTransaction(pool, async (client) => {
+          const { session, user, experience } = await withPgPoolTransaction(pool, async (client) => {
             const { user, experience } = await ensureUserAndExperience(client, { casinoId, uname: player.uname, experienceName: player.experienceName });
-            const { token } = await createSession(client, { userId: user.id, casinoId, experienceId: experience.id });
-            return sessionPayload(token, user, experience);
+            const session = await createSession(client, { userId: user.id, casinoId, experienceId: experience.id });
+            return { session, user, experience };
           });
+          // After the commit: the payload's query reads these rows on other connections.
+          return loggedIn(context, session, user, experience, null);
         },
         async hubLogout(_parent: unknown, _args: unknown, context: PluginContext) {
           if (context.identity?.kind !== "user") return { success: false, sessionId: null };
@@ -180,6 +204,9 @@ export const HubSessionPlugin = extendSchema(
  *  - { uname }: always a NEW player with that name; a name already taken in
  *    the playground casino (compared as a reader would: case, white space,
  *    compatibility forms) is refused with UNAME_TAKEN.
+ *  - {} or { experienceClientId } (the other revision's forms): always a NEW
+ *    player with a generated name, in a new experience or in the one of
+ *    experienceClientId. Nobody can log in as that player again.
  */
 interface PlaygroundInput {
   userClientId?: string | null;
@@ -202,12 +229,15 @@ function canonicalUuid(field: string, value: string): string {
   return parsed.value;
 }
 
-type Form = { kind: "client"; userClientId: string; experienceClientId: string | undefined } | { kind: "uname"; uname: string };
+type Form =
+  | { kind: "client"; userClientId: string; experienceClientId: string | undefined }
+  | { kind: "uname"; uname: string }
+  | { kind: "new"; experienceClientId: string | undefined };
 
 function parsePlaygroundInput(input: PlaygroundInput): Form {
   const has = (v: unknown) => v !== undefined && v !== null;
   const given = Object.entries(input).filter(([, v]) => has(v)).map(([k]) => k);
-  const expected = "either { userClientId, experienceClientId } (experienceClientId optional) or { uname }";
+  const expected = "either { userClientId, experienceClientId } (both optional) or { uname }";
   if (has(input.uname)) {
     if (given.length > 1) throw badInput(`hubCreatePlaygroundSession takes ${expected}, not both; received ${given.join(", ")}.`);
     // Trimmed of white space only; anything else must be exactly the name.
@@ -220,13 +250,12 @@ function parsePlaygroundInput(input: PlaygroundInput): Form {
     }
     return { kind: "uname", uname };
   }
-  if (!has(input.userClientId)) {
-    throw badInput(`hubCreatePlaygroundSession takes ${expected}; received ${given.length ? given.join(", ") : "neither"}.`);
-  }
+  const experienceClientId = has(input.experienceClientId) ? canonicalUuid("experienceClientId", input.experienceClientId!) : undefined;
+  if (!has(input.userClientId)) return { kind: "new", experienceClientId };
   return {
     kind: "client",
     userClientId: canonicalUuid("userClientId", input.userClientId!),
-    experienceClientId: has(input.experienceClientId) ? canonicalUuid("experienceClientId", input.experienceClientId!) : undefined,
+    experienceClientId,
   };
 }
 
@@ -278,6 +307,15 @@ async function playgroundExperienceByClientId(client: pg.PoolClient, casinoId: s
   throw new Error("hubCreatePlaygroundSession: the experience was neither found nor created after 5 attempts");
 }
 
+/** A player (or experience) nobody can find again: no client id, a generated name. */
+async function newPlaygroundRow<T extends pg.QueryResultRow>(client: pg.PoolClient, sql: string, casinoId: string, prefix: string): Promise<T> {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const inserted = await insertNamed<T>(client, sql, [casinoId], prefix);
+    if (inserted) return inserted;
+  }
+  throw new Error(`hubCreatePlaygroundSession: no free generated name for a new ${prefix} after 5 attempts`);
+}
+
 /** A new player of the uname form; UNAME_TAKEN when a player of the casino already has that name as a reader sees it. */
 async function newPlaygroundUserNamed(client: pg.PoolClient, casinoId: string, uname: string): Promise<DbUser> {
   // Two concurrent requests for "Bob" and "bob" must not both pass the check below.
@@ -307,12 +345,13 @@ export const HubPlaygroundPlugin = extendSchema(
     typeDefs: gql`
       """
       Exactly one form: { userClientId, experienceClientId } (the same userClientId is the same
-      player again) or { uname } (always a new player; UNAME_TAKEN when the name is taken).
+      player again; without it, a new player, in a new experience unless experienceClientId
+      names one) or { uname } (always a new player; UNAME_TAKEN when the name is taken).
       """
       input HubCreatePlaygroundSessionInput {
         "A random UUID the client generated once (crypto.randomUUID()) and keeps secret: it is the player's only proof of identity."
         userClientId: UUID
-        "A UUID that picks (or creates) a playground experience; default: the experience named default."
+        "A UUID that picks (or creates) a playground experience; default: the experience named default with userClientId, a new experience without."
         experienceClientId: UUID
         "Create a NEW player with this name (A-Z, a-z, 0-9, _ - ., at most 50); refused with UNAME_TAKEN when taken."
         uname: String
@@ -326,18 +365,20 @@ export const HubPlaygroundPlugin = extendSchema(
       Mutation: {
         async hubCreatePlaygroundSession(_parent: unknown, args: { input: PlaygroundInput }, context: PluginContext) {
           const form = parsePlaygroundInput(args.input);
-          return withPgPoolTransaction(context.superuserPool, async (client) => {
+          const { session, user, experience } = await withPgPoolTransaction(context.superuserPool, async (client) => {
             const { rows } = await client.query<DbCasino>("select * from hub.casino where name = $1 and is_playground", [PLAYGROUND_CASINO]);
             const casino = rows[0];
             if (!casino) throw new Error("The playground casino is missing from the database.");
             const user =
-              form.kind === "uname"
-                ? await newPlaygroundUserNamed(client, casino.id, form.uname)
-                : await playgroundUserByClientId(client, casino.id, digest(form.userClientId));
+              form.kind === "uname" ? await newPlaygroundUserNamed(client, casino.id, form.uname)
+              : form.kind === "client" ? await playgroundUserByClientId(client, casino.id, digest(form.userClientId))
+              : await newPlaygroundRow<DbUser>(client, `insert into hub.user (casino_id, uname) values ($1, $2) on conflict do nothing returning ${USER_COLUMNS}`, casino.id, "player");
             const experience =
-              form.kind === "client" && form.experienceClientId !== undefined
+              form.kind !== "uname" && form.experienceClientId !== undefined
                 ? await playgroundExperienceByClientId(client, casino.id, form.experienceClientId)
-                : await ensureExperience(client, { casinoId: casino.id, experienceName: DEFAULT_EXPERIENCE });
+                : form.kind === "new"
+                  ? await newPlaygroundRow<DbExperience>(client, "insert into hub.experience (casino_id, name) values ($1, $2) on conflict do nothing returning id, casino_id, name, created_at, client_id", casino.id, "experience")
+                  : await ensureExperience(client, { casinoId: casino.id, experienceName: DEFAULT_EXPERIENCE });
             // Serialises concurrent first calls of one player, so the starting balance is credited once.
             await client.query("select 1 from hub.user where id = $1 for update", [user.id]);
             const balance = await client.query(
@@ -351,14 +392,16 @@ export const HubPlaygroundPlugin = extendSchema(
                 [user.id, casino.id, experience.id, PLAYGROUND_STARTING_BALANCE],
               );
             }
-            const { token } = await createSession(client, {
+            const session = await createSession(client, {
               userId: user.id,
               casinoId: casino.id,
               experienceId: experience.id,
               userClientId: form.kind === "client" ? form.userClientId : undefined,
             });
-            return sessionPayload(token, user, experience);
+            return { session, user, experience };
           });
+          // After the commit: the payload's query reads these rows on other connections.
+          return loggedIn(context, session, user, experience, form.kind === "client" ? form.userClientId : null);
         },
       },
     },

@@ -13,6 +13,8 @@
  *     `CREATE DATABASE … TEMPLATE` (a file copy, about 0.15 s) and applies
  *     only its own user migrations on top.
  *  3. The shared cluster runs with fsync off: its data is thrown away anyway.
+ *  4. The next test server's database is copied while the current one starts
+ *     and runs (takeDatabase).
  *
  * How the shared cluster ends. Every process using it holds a lease, a file
  * leases/<pid> removed when the process exits. A small watchdog process
@@ -346,6 +348,31 @@ export async function createDatabase(cluster: TestCluster): Promise<string> {
   } finally {
     await admin.end();
   }
+}
+
+/** Per cluster: the database the next test server of this process gets, being copied already. */
+const spares = new WeakMap<TestCluster, Promise<string | undefined>>();
+
+/**
+ * A fresh database for a test server, which the caller drops with
+ * dropDatabase. On the shared embedded cluster the next one is copied in the
+ * background as soon as this one is handed out, so a test file's next server
+ * does not wait for the copy (startTestServer awaits it with spareReady
+ * before it returns, so the databases a test sees do not change under it). A
+ * spare left when the process exits is dropped with the other databases of
+ * dead processes (dropStaleDatabases).
+ */
+export async function takeDatabase(cluster: TestCluster): Promise<string> {
+  const spare = spares.get(cluster);
+  spares.delete(cluster);
+  const name = (spare && (await spare)) || (await createDatabase(cluster));
+  if (cluster.embedded) spares.set(cluster, createDatabase(cluster).catch(() => undefined));
+  return name;
+}
+
+/** Settles once the spare database takeDatabase started is there (or failed: the next take creates one). */
+export async function spareReady(cluster: TestCluster): Promise<void> {
+  await spares.get(cluster);
 }
 
 export async function dropDatabase(cluster: TestCluster, name: string): Promise<void> {

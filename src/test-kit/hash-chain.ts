@@ -11,12 +11,21 @@ import { getIntermediateHash } from "../fair/chain-secret.js";
 import { outcomeIndexOf } from "../fair/hash.js";
 import { invalidArgument } from "../errors.js";
 
-/** A new active chain for the player (retiring the previous one), like hubCreateHashChain; maxIteration defaults to the hub's default length. */
+/**
+ * A new active chain for the player (retiring the previous one), like
+ * hubCreateHashChain. Its length: maxIteration, or maxIterations (the other
+ * revision's name; give one of them), default the hub's default length.
+ */
 export async function createHashChain(
   pool: pg.Pool,
-  input: { userId: string; casinoId: string; experienceId: string; maxIteration?: number },
+  input: { userId: string; casinoId: string; experienceId: string; maxIteration?: number; maxIterations?: number },
 ): Promise<DbHashChain & { terminalHash: Uint8Array }> {
-  const { hashChain, terminalHash } = await dbCreateHubHashChain(pool, input);
+  const { maxIteration, maxIterations, ...owner } = input;
+  if (maxIteration !== undefined && maxIterations !== undefined && maxIteration !== maxIterations) {
+    throw invalidArgument(`createHashChain: maxIteration (${maxIteration}) and maxIterations (${maxIterations}) are two names of one length; give one of them.`);
+  }
+  const length = maxIteration ?? maxIterations;
+  const { hashChain, terminalHash } = await dbCreateHubHashChain(pool, { ...owner, ...(length !== undefined ? { maxIteration: length } : {}) });
   return { ...hashChain, terminalHash: new Uint8Array(terminalHash.digest) };
 }
 

@@ -24,7 +24,7 @@ import { argumentOutOfRange, HubError, invalidArgument } from "../errors.js";
 import { createLogger } from "../logger.js";
 import type { ServerOptions } from "../options.js";
 import { startAndListen } from "../start.js";
-import { acquireCluster, createDatabase, dropDatabase, forgetCluster } from "./cluster.js";
+import { acquireCluster, dropDatabase, forgetCluster, spareReady, takeDatabase } from "./cluster.js";
 
 // ------------------------------------------------------------- GraphQL client
 
@@ -141,14 +141,14 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   let cluster = await clusterPromise;
   let database: string;
   try {
-    database = await createDatabase(cluster);
+    database = await takeDatabase(cluster);
   } catch (error) {
     if (!isConnectionLost(error)) throw error;
     // The shared cluster was stopped between two test files: start it again.
     forgetCluster(clusterPromise);
     clusterPromise = acquireCluster({ dataDir, databaseUrl, superuserDatabaseUrl, log });
     cluster = await clusterPromise;
-    database = await createDatabase(cluster);
+    database = await takeDatabase(cluster);
   }
   const superuserUrl = cluster.superuserUrlFor(database);
 
@@ -177,6 +177,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     const running = server;
     const url = running.url;
 
+    await spareReady(cluster);
     let stopping: Promise<void> | undefined;
     return {
       url,
@@ -212,6 +213,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     await server?.stop().catch(() => undefined);
     if (dbPool) await endPool(dbPool).catch(() => undefined);
     await dropDatabase(cluster, database).catch(() => undefined);
+    await spareReady(cluster);
     throw error;
   }
 }
@@ -277,9 +279,11 @@ async function requireCurrency(pool: Queryable, fn: string, casinoId: string, cu
 }
 
 /**
- * The player's balance in a currency of the user's casino, recorded in the
- * ledger. The currency must exist (the playground casino has HOUSE; others:
- * createCurrency); a balance that already exists is an error.
+ * Make the player's balance in a currency of the user's casino hold `amount`,
+ * recorded in the ledger (the difference is credited or debited): a test may
+ * call it again for the same player, as the other revision's tests do, to set
+ * the balance anew. The currency must exist (the playground casino has HOUSE;
+ * others: createCurrency).
  */
 export async function createPlayerBalance(
   pool: Queryable,
@@ -291,18 +295,22 @@ export async function createPlayerBalance(
   const casinoId = users[0]?.casino_id;
   if (!casinoId) throw invalidArgument(`${fn}: no user has the id ${JSON.stringify(input.userId)}.`);
   await requireCurrency(pool, fn, casinoId, input.currencyKey);
-  if (await getPlayerBalance(pool, input)) {
-    throw invalidArgument(`${fn}: user ${input.userId} already has a ${input.currencyKey} balance in experience ${input.experienceId}.`);
-  }
-  const { rows } = amount > 0
-    ? await pool.query<DbBalance>("select * from hub_hidden.credit_balance($1, $2, $3, $4, $5, $6, $7)", [
-        input.userId, casinoId, input.experienceId, input.currencyKey, amount, ACTOR, fn,
-      ])
-    : await pool.query<DbBalance>(
-        `insert into hub.balance (user_id, casino_id, experience_id, currency_key, amount)
-         select $1, $2, e.id, $4, 0 from hub.experience e where e.id = $3 and e.casino_id = $2 returning *`,
-        [input.userId, casinoId, input.experienceId, input.currencyKey],
-      );
+  const delta = amount - ((await getPlayerBalance(pool, input))?.amount ?? 0);
+  const args = [input.userId, casinoId, input.experienceId, input.currencyKey, Math.abs(delta), ACTOR, fn];
+  const { rows } = delta > 0
+    ? await pool.query<DbBalance>("select * from hub_hidden.credit_balance($1, $2, $3, $4, $5, $6, $7)", args)
+    : delta < 0
+      ? await pool.query<DbBalance>("select * from hub_hidden.debit_balance($1, $2, $3, $4, $5, $6, $7)", args)
+      : await pool.query<DbBalance>(
+          `with added as (
+             insert into hub.balance (user_id, casino_id, experience_id, currency_key, amount)
+             select $1, $2, e.id, $4, 0 from hub.experience e where e.id = $3 and e.casino_id = $2
+             on conflict (user_id, experience_id, currency_key) do nothing returning *)
+           select * from added
+           union all
+           select b.* from hub.balance b where b.user_id = $1 and b.experience_id = $3 and b.currency_key = $4 and b.casino_id = $2`,
+          [input.userId, casinoId, input.experienceId, input.currencyKey],
+        );
   if (!rows[0]) throw invalidArgument(`${fn}: no experience ${input.experienceId} in the casino ${casinoId} of user ${input.userId}.`);
   return rows[0];
 }
@@ -319,7 +327,12 @@ export async function getPlayerBalance(
   return rows[0] ?? null;
 }
 
-/** The casino's house bankroll in a currency, recorded in the ledger; one that already exists is an error. */
+/**
+ * Make the casino's house bankroll in a currency hold `amount`, recorded in
+ * the ledger (the difference is added or taken): tests that share a casino may
+ * each set the bankroll they need, as the other revision's tests do (one sets
+ * a small bankroll to provoke a risk refusal after others funded a large one).
+ */
 export async function createHouseBankroll(
   pool: Queryable,
   input: { casinoId: string; currencyKey: string; amount: number },
@@ -327,12 +340,11 @@ export async function createHouseBankroll(
   const fn = "createHouseBankroll";
   const amount = checkAmount(fn, input.amount);
   await requireCurrency(pool, fn, input.casinoId, input.currencyKey);
-  if (await getHouseBankroll(pool, input)) {
-    throw invalidArgument(`${fn}: casino ${input.casinoId} already has a ${input.currencyKey} bankroll.`);
-  }
-  const { rows } = await pool.query<DbBankroll>("select * from hub_hidden.ensure_bankroll($1, $2, $3, $4, $5)", [
-    input.casinoId, input.currencyKey, amount, fn, ACTOR,
-  ]);
+  const delta = amount - ((await getHouseBankroll(pool, input))?.amount ?? 0);
+  // adjust_bankroll moves at least one unit; ensure_bankroll opens an empty bankroll or returns the one there is.
+  const { rows } = delta !== 0
+    ? await pool.query<DbBankroll>("select * from hub_hidden.adjust_bankroll($1, $2, $3, $4, $5)", [input.casinoId, input.currencyKey, delta, ACTOR, fn])
+    : await pool.query<DbBankroll>("select * from hub_hidden.ensure_bankroll($1, $2, $3, $4, $5)", [input.casinoId, input.currencyKey, amount, fn, ACTOR]);
   return rows[0]!;
 }
 

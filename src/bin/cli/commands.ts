@@ -4,6 +4,7 @@
  */
 import fsp from "node:fs/promises";
 import os from "node:os";
+import path from "node:path";
 import type pg from "pg";
 import { validatePublicKey } from "../../auth/casino-token.js";
 import { HubError } from "../../errors.js";
@@ -12,6 +13,7 @@ import { withPgPoolTransaction } from "../../db/pools.js";
 import type { DbApiKey, DbBalance, DbCasino, DbExperience, DbUser } from "../../db/types.js";
 import type { Runnable } from "./grammar.js";
 import { listTransfers } from "../../transfers/cli.js";
+import { initProject } from "../../scaffold/init.js";
 
 /** A failure at run time that the message fully explains (exit 1, no SQLSTATE). */
 export class CliFailure extends HubError {
@@ -181,7 +183,16 @@ async function transfersList(pool: pg.Pool, json: boolean): Promise<void> {
   say(`${pending} transfer item${pending === 1 ? "" : "s"} pending, ${failed} failed (casino polls not counted).`);
 }
 
-export async function run(command: Runnable, pool: pg.Pool): Promise<void> {
+/** `hub init`: writes files only; no database. */
+export function runInit(command: Extract<Runnable, { name: "init" }>): void {
+  const { dir, hub, files } = initProject(command.dir, command.hub);
+  say(`wrote ${files.length} files into ${dir}, depending on @hubpkg/hub ${hub}:\n  ${files.join("\n  ")}`);
+  say(`next: cd ${JSON.stringify(path.relative(process.cwd(), dir) || ".")} && npm install && npm start`);
+  result(dir);
+}
+
+/** The commands that work on the database. */
+export async function run(command: Exclude<Runnable, { name: "init" }>, pool: pg.Pool): Promise<void> {
   switch (command.name) {
     case "api-key create": {
       const { key, id } = await createApiKey(pool);

@@ -14,6 +14,13 @@ import type { Parsed } from "../../parse.js";
 export const USAGE = `Usage: hub <command> [options]
 
 Commands:
+  init DIR [--hub SPEC]       Write a game project into DIR (new or empty):
+                              package.json, src/index.ts, an example game,
+                              its migration and test. --hub: how the project
+                              depends on the hub, a folder, an npm pack
+                              tarball or a version (default: what the
+                              project running this hub depends on, or
+                              this checkout's folder). No database needed.
   api-key create              Create an operator API key.
                               Send it as "Authorization: apikey:<key>".
   api-key list [--json]       List API keys: id, created_at, last_used_at,
@@ -61,6 +68,7 @@ hub or started for the duration of the command.
 export type Command =
   | { name: "help" }
   | { name: "none" }
+  | { name: "init"; dir: string; hub: string | undefined }
   | { name: "api-key create" }
   | { name: "api-key list"; json: boolean }
   | { name: "transfers list"; json: boolean }
@@ -140,6 +148,7 @@ const VALUE_OPTIONS = {
       `--${option} ${describeValue(text)} is invalid: expected ${expected}, such as 100 (amounts are whole base units of the currency).`,
   },
   reason: { placeholder: "TEXT", parse: parse.text(1000), invalid: withLength },
+  hub: { placeholder: "SPEC" },
 } satisfies Record<string, ValueOption>;
 
 type ValueOptionName = keyof typeof VALUE_OPTIONS;
@@ -153,16 +162,23 @@ type Values = Partial<Record<OptionName, unknown>>;
 interface CommandSpec {
   /** Its options, in the order messages list them. */
   options: readonly OptionName[];
+  /** The one argument it takes after its name, as usage names it (init DIR). */
+  argument?: { placeholder: string; what: string };
   /** The options it cannot do without, each with what its value is. */
   required?: Partial<Record<ValueOptionName, string>>;
   /** The command from its checked values; rules between options go here. */
-  build(values: Values): Runnable;
+  build(values: Values, argument: string | undefined): Runnable;
 }
 
 const str = (v: unknown) => v as string;
 const optionalStr = (v: unknown) => v as string | undefined;
 
 const COMMAND_SPECS: Record<CommandName, CommandSpec> = {
+  init: {
+    options: ["hub"],
+    argument: { placeholder: "DIR", what: "the folder to write the project into, new or empty" },
+    build: (v, dir) => ({ name: "init", dir: str(dir), hub: optionalStr(v.hub) }),
+  },
   "api-key create": { options: [], build: () => ({ name: "api-key create" }) },
   "api-key list": { options: ["json"], build: (v) => ({ name: "api-key list", json: v.json === true }) },
   "api-key revoke": {
@@ -237,11 +253,13 @@ function optionList(command: CommandName | undefined): string {
   return either([...options.map((o) => `--${o}`), "--help"]);
 }
 
-/** The command the words at the start of argv name, if any: for messages about options. */
-function guessCommand(argv: string[]): CommandName | undefined {
-  const name = argv.slice(0, 2).join(" ");
-  return COMMANDS.find((c) => c === name);
+/** The command the first words name (one word or two), if any. */
+function commandOf(words: string[]): CommandName | undefined {
+  return COMMANDS.find((c) => c === words.slice(0, c.split(" ").length).join(" "));
 }
+
+/** The command the words at the start of argv name, if any: for messages about options. */
+const guessCommand = (argv: string[]): CommandName | undefined => commandOf(argv);
 
 /** The value of an option given at most once, or undefined. */
 function single(option: string, values: string[] | undefined): string | undefined {
@@ -302,13 +320,18 @@ export function parseCommand(argv: string[]): Command {
 
   if (help) return { name: "help" };
   if (positionals.length === 0) return { name: "none" };
-  const name = positionals.slice(0, 2).join(" ");
-  const command = COMMANDS.find((c) => c === name);
-  if (!command) throw usage(`unknown command ${describeValue(name)}: expected ${commandList()} (hub --help).`);
+  const command = commandOf(positionals);
+  if (!command) throw usage(`unknown command ${describeValue(positionals.slice(0, 2).join(" "))}: expected ${commandList()} (hub --help).`);
   const spec = COMMAND_SPECS[command];
-  if (positionals.length > 2) {
+  const words = command.split(" ").length;
+  const argument = spec.argument ? positionals[words] : undefined;
+  if (spec.argument && argument === undefined) {
+    throw usage(`"${command}" needs ${spec.argument.placeholder} (${spec.argument.what}); received none.`);
+  }
+  const extra = words + (spec.argument ? 1 : 0);
+  if (positionals.length > extra) {
     throw usage(
-      `unexpected argument ${describeValue(positionals[2])} after "${command}": it takes no further arguments` +
+      `unexpected argument ${describeValue(positionals[extra])} after "${[command, ...(argument === undefined ? [] : [argument])].join(" ")}": it takes no further arguments` +
         (spec.options.length > 0 ? ` (values go in ${either(spec.options.map((o) => `--${o}`))})` : "") +
         ".",
     );
@@ -341,5 +364,5 @@ export function parseCommand(argv: string[]): Command {
     }
     values[o] = parsed.value;
   }
-  return spec.build(values);
+  return spec.build(values, argument);
 }
