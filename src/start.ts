@@ -215,7 +215,7 @@ export async function startAndListen(
     addAuthHook(app, resolver, apiKeyUsage, identityLimiter);
     // Registered last so it runs first: stop accepting and finish in-flight requests before anything they use closes.
     cleanup.push(() => closeWithin(app, options.shutdownTimeoutMs ?? 10_000, log));
-    webSockets = await mountGraphQL(app, pgl, { resolver, credentialsPool: pools.credentials, limits: wsLimits, log });
+    webSockets = await mountGraphQL(app, pgl, { resolver, limits: wsLimits, log });
     if (config.dashboard !== false) mountDashboard(app, config.dashboard, log);
     if (expressApp && expressAdapter) await expressAdapter.mountExpressApp(app, expressApp.app, stats, identityLimiter.poolFor);
     await app.listen({ port: config.port, host: config.host });
