@@ -40,6 +40,16 @@ export interface RunningServer {
 const MAX_BODY = 1024 * 1024;
 
 /**
+ * Connections the kernel may hold for the server before it accepts them.
+ * Node's default, 511, overflows when a few thousand clients connect at
+ * once: Linux then drops their handshakes, and clients that had already sent
+ * their request got a reset instead of the server's answer (a 429 for a
+ * flooding player). The kernel caps it at net.core.somaxconn (4096 on
+ * current kernels).
+ */
+const LISTEN_BACKLOG = 4096;
+
+/**
  * GraphQL transactions send their prologue (begin, set_config) with their first
  * query in one round trip: the GraphQL pool in node-postgres's pipeline mode,
  * and the pipelined adaptor on it (src/db/pipelined-adaptor.ts). One choice for both.
@@ -218,7 +228,7 @@ export async function startAndListen(
     webSockets = await mountGraphQL(app, pgl, { resolver, limits: wsLimits, log });
     if (config.dashboard !== false) mountDashboard(app, config.dashboard, log);
     if (expressApp && expressAdapter) await expressAdapter.mountExpressApp(app, expressApp.app, stats, identityLimiter.poolFor);
-    await app.listen({ port: config.port, host: config.host });
+    await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG });
     const address = app.server.address();
     const port = typeof address === "object" && address ? address.port : config.port;
     const displayHost = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host.includes(":") ? `[${config.host}]` : config.host;
