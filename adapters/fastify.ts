@@ -2,6 +2,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import { randomUUID } from "node:crypto";
 import diagnosticsChannel from "node:diagnostics_channel";
 import type { IncomingMessage, ServerOptions, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
 import type { Logger } from "../src/logger.js";
 import type { ResponseKind, ServerStatsRecorder } from "../src/stats.js";
 import { isGraphQLPath, pathOf } from "./graphql-path.js";
@@ -82,6 +83,10 @@ export function createFastify(options: FastifyOptions): FastifyInstance {
   return app as unknown as FastifyInstance;
 }
 
+function endIfIdle(socket: Socket): void {
+  if (!(socket as { _httpMessage?: unknown })._httpMessage && !socket.destroyed) socket.end();
+}
+
 /** Marks a response as one of the Express app's, for serverStats (set by adapters/express.ts). */
 export const EXPRESS_RESPONSE = Symbol("hub.expressResponse");
 
@@ -99,21 +104,25 @@ function countFinished(stats: ServerStatsRecorder, req: IncomingMessage, res: Se
  * closing), and the Express app's hijacked responses alike, whatever the log
  * level, at the cost of one publish per response.
  *
- * While closing, the same follower closes the connections that have become
- * idle: Fastify ("idle") and Node close the keep-alive connections idle at
- * that moment, but a connection whose request is still in flight stays open
- * after its response has gone out, until the client or the shutdown timeout
+ * While closing, the same follower ends each connection once its response
+ * has gone out: Fastify ("idle") and Node close the keep-alive connections
+ * idle at that moment, but a connection whose request is still in flight
+ * stays open after its response, until the client or the shutdown timeout
  * closes it, so a keep-alive client held every shutdown for the whole timeout.
+ * Only that response's own connection is ended, gracefully (FIN after what is
+ * written): Node's closeIdleConnections() destroys every connection whose
+ * response has been ended, written out or not, so calling it after each
+ * response reset connections whose answer was still in Node's buffer.
  */
 export function followResponses(app: FastifyInstance, stats: ServerStatsRecorder): void {
   const server = app.server;
   let closing = false;
   const onFinish = (message: unknown) => {
-    const { server: from, request, response } = message as { server?: unknown; request: IncomingMessage; response: ServerResponse };
+    const { server: from, request, response, socket } = message as { server?: unknown; request: IncomingMessage; response: ServerResponse; socket?: Socket };
     if (from !== server) return;
     countFinished(stats, request, response);
-    // After Node has detached the response from its socket.
-    if (closing) setImmediate(() => server.closeIdleConnections());
+    // After Node has detached the response from its socket; a request pipelined behind it keeps the connection.
+    if (closing && socket) setImmediate(endIfIdle, socket);
   };
   diagnosticsChannel.subscribe("http.server.response.finish", onFinish);
   server.once("close", () => diagnosticsChannel.unsubscribe("http.server.response.finish", onFinish));

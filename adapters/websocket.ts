@@ -7,8 +7,7 @@ import { randomUUID } from "node:crypto";
 import diagnosticsChannel from "node:diagnostics_channel";
 import { ServerResponse, type IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
-import type pg from "pg";
-import type { Identity } from "../src/auth/identity.js";
+import { credentialIdOf, expiresAtOf, identityKey, type Identity } from "../src/auth/identity.js";
 import type { IdentityResolver } from "../src/auth/resolver.js";
 import { identityLookupFailure } from "./auth.js";
 import { isGraphQLPath, pathOf } from "./graphql-path.js";
@@ -21,8 +20,6 @@ const responseFinished = diagnosticsChannel.channel("http.server.response.finish
 export interface WebSocketFrontOptions {
   graphqlPath: string;
   resolver: IdentityResolver;
-  /** For the revocation check: reads hub.session and hub.api_key. */
-  credentialsPool: pg.Pool;
   limits: WebSocketLimits;
   log: Logger;
 }
@@ -42,10 +39,10 @@ export interface WebSocketFront {
 export interface WebSocketRequest {
   /** The upgrade request's id, for logs. */
   id: string;
-  /** The identity the upgrade's Authorization header gave, replaced by connectionParams' once resolved. */
+  /** The identity settled at connection_init (until then, what the upgrade's Authorization header gave). */
   identity: Identity | undefined;
-  /** Whether the upgrade carried an Authorization header (a bad one is refused at connection_init). */
-  hadAuthorization: boolean;
+  /** The upgrade's Authorization header, checked again at connection_init, then dropped (a credential). */
+  authorization: string | undefined;
 }
 
 type Extra = { socket: WebSocket; request: WebSocketRequest };
@@ -57,6 +54,11 @@ type Receive = (data: string) => Promise<void>;
  * long as it does; ten thousand idle subscribers are ten thousand of each.
  */
 class Connection {
+  /**
+   * Whom the socket acts for: from its opening, what the upgrade's header
+   * gave; from connection_init, what was checked then. The revocation and
+   * expiry sweeps close the socket when this stops being valid.
+   */
   identity: Identity | undefined = undefined;
   /** Its key in the per-identity counts, once counted. */
   identityKey: string | undefined = undefined;
@@ -98,8 +100,7 @@ function closeSocket(socket: WebSocket, code: number, reason: string): void {
   if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING) socket.close(code, reason);
 }
 
-const identityKeyOf = (identity: Identity | undefined) =>
-  identity?.kind === "user" ? `session:${identity.session.id}` : identity?.kind === "operator" ? `apikey:${identity.apiKeyId}` : undefined;
+const REVOKED_REASON = "Unauthorized: the credential was revoked or has expired";
 
 /** Ends a socket that errs before ws has taken it over (ws adds its own listener then). */
 function onEarlyError(this: Duplex): void {
@@ -137,42 +138,17 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
       const { socket, request } = ctx.extra;
       const connection = connections.get(socket);
       if (!connection) return false;
-      // connectionParams.authorization, else the upgrade's Authorization header (resolved at the upgrade).
-      const fromParams = ctx.connectionParams?.authorization;
-      let identity: Identity | undefined;
-      if (fromParams !== undefined) {
-        if (typeof fromParams !== "string") {
-          closeSocket(socket, CLOSE_UNAUTHORIZED, "Unauthorized: connectionParams.authorization must be a string (session:<key> or apikey:<key>)");
-          return false;
-        }
-        try {
-          identity = await resolver.resolve(fromParams);
-        } catch (error) {
-          // The database could not be asked: not the client's fault, and worth a retry (1013 "try again later").
-          log.warn({ err: error }, "a WebSocket credential could not be checked");
-          closeSocket(socket, CLOSE_TRY_AGAIN_LATER, "The credential could not be checked: the database is unavailable or busy; retry shortly");
-          return false;
-        }
-        if (!identity) {
-          closeSocket(socket, CLOSE_UNAUTHORIZED, "Unauthorized: connectionParams.authorization is not a valid credential");
-          return false;
-        }
-        request.identity = identity;
-      } else {
-        identity = request.identity;
-        if (!identity && request.hadAuthorization) {
-          closeSocket(socket, CLOSE_UNAUTHORIZED, "Unauthorized: the Authorization header is not a valid credential");
-          return false;
-        }
-      }
+      const identity = await settleIdentity(connection, request, ctx.connectionParams?.authorization);
+      if (identity === false) return false;
       // The peer may have left while its credential was being checked: its close has been handled already and
       // would never give back a slot counted now.
       if (connections.get(socket) !== connection) return false;
-      const key = identityKeyOf(identity);
+      const key = identityKey(identity);
       if (key !== undefined) {
         const held = perIdentity.get(key) ?? 0;
         if (held >= limits.connectionsPerIdentity) {
-          closeSocket(socket, CLOSE_TOO_MANY_CONNECTIONS, `Too many connections: this credential already holds ${held} (at most ${limits.connectionsPerIdentity})`);
+          const who = identity?.kind === "user" ? "this player" : "this API key";
+          closeSocket(socket, CLOSE_TOO_MANY_CONNECTIONS, `Too many connections: ${who} already holds ${held} (at most ${limits.connectionsPerIdentity})`);
           return false;
         }
         perIdentity.set(key, held + 1);
@@ -180,7 +156,7 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
       connection.identity = identity;
       connection.identityKey = key;
       // Closed by the shared expiry sweep below.
-      if (identity?.kind === "user") connection.expiresAt = identity.session.expired_at.getTime();
+      connection.expiresAt = expiresAtOf(identity);
       return true;
     },
     onSubscribe(ctx, id, payload) {
@@ -196,6 +172,36 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
       return base.onSubscribe!(ctx, id, payload);
     },
   };
+  /**
+   * The identity a connection acts for, checked at connection_init by the
+   * resolver every HTTP request goes through (never the upgrade's answer
+   * reused): connectionParams.authorization, else the upgrade's header. A
+   * credential that is not valid is no identity, as over HTTP. One exception:
+   * the upgrade's own credential, valid when the socket opened and no longer
+   * now, closes it with 4401, as the revocation sweep would have. False when
+   * the socket is closed.
+   */
+  async function settleIdentity(connection: Connection, request: WebSocketRequest, fromParams: unknown): Promise<Identity | undefined | false> {
+    const presented = fromParams !== undefined ? fromParams : request.authorization;
+    request.authorization = undefined;
+    if (typeof presented !== "string") return undefined;
+    let identity: Identity | undefined;
+    try {
+      identity = await resolver.resolve(presented);
+    } catch (error) {
+      // The database could not be asked: not the client's fault, and worth a retry (1013 "try again later").
+      log.warn({ err: error }, "a WebSocket credential could not be checked");
+      connection.close(CLOSE_TRY_AGAIN_LATER, "The credential could not be checked: the database is unavailable or busy; retry shortly");
+      return false;
+    }
+    if (identity === undefined && fromParams === undefined && connection.identity !== undefined) {
+      connection.close(CLOSE_UNAUTHORIZED, REVOKED_REASON);
+      return false;
+    }
+    request.identity = identity;
+    return identity;
+  }
+
   const graphqlWs = makeServer(config);
   // No compression: ws keeps a zlib context per socket for it (tens of KiB each), and alerts are tiny.
   // No client tracking: the connections map below is the one list of sockets.
@@ -234,6 +240,9 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
 
   const open = (socket: WebSocket, request: WebSocketRequest) => {
     const connection = new Connection(socket);
+    // Swept from now on, not from connection_init: a credential revoked before the client speaks closes the socket.
+    connection.identity = request.identity;
+    connection.expiresAt = expiresAtOf(request.identity);
     connections.set(socket, connection);
     socket.on("error", onSocketError);
     socket.on("pong", onPong);
@@ -282,7 +291,7 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
     const upgrade = (identity: Identity | undefined) => {
       socket.off("error", onEarlyError);
       if (socket.destroyed) return;
-      const request: WebSocketRequest = { id, identity, hadAuthorization: header !== undefined };
+      const request: WebSocketRequest = { id, identity, authorization: header };
       wss.handleUpgrade(req, socket, head, (ws) => open(ws, request));
     };
     if (header === undefined) {
@@ -370,24 +379,16 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
   let sweeping: Promise<void> | undefined;
   let again = false;
   const sweep = async () => {
-    const sessionIds = new Set<string>();
-    const keyIds = new Set<string>();
-    for (const { identity } of connections.values()) {
-      if (identity?.kind === "user") sessionIds.add(identity.session.id);
-      else if (identity?.kind === "operator") keyIds.add(identity.apiKeyId);
-    }
-    if (sessionIds.size === 0 && keyIds.size === 0) return;
-    const { rows } = await options.credentialsPool.query<{ id: string }>(
-      `select id from hub.session where id = any($1::uuid[]) and revoked_at is null and expired_at > now()
-       union all
-       select id from hub.api_key where id = any($2::uuid[]) and revoked_at is null`,
-      [[...sessionIds], [...keyIds]],
-    );
-    const live = new Set(rows.map((r) => r.id));
-    for (const [socket, { identity }] of connections) {
-      const id = identity?.kind === "user" ? identity.session.id : identity?.kind === "operator" ? identity.apiKeyId : undefined;
-      if (id !== undefined && !live.has(id)) closeSocket(socket, CLOSE_UNAUTHORIZED, "Unauthorized: the credential was revoked or has expired");
-    }
+    const held = new Map<Connection, Identity>();
+    connections.forEach((connection) => {
+      if (connection.identity !== undefined) held.set(connection, connection.identity);
+    });
+    if (held.size === 0) return;
+    const valid = await resolver.stillValid(held.values());
+    // Only what was checked: a socket whose identity connection_init settled meanwhile was checked there.
+    held.forEach((identity, connection) => {
+      if (connection.identity === identity && !valid.has(credentialIdOf(identity))) connection.close(CLOSE_UNAUTHORIZED, REVOKED_REASON);
+    });
   };
   const runSweep = () => {
     if (sweeping) {

@@ -58,7 +58,7 @@ export const ErrorCodes = {
   TRANSFERS_NOT_CONFIGURED: "The casino has no transfer endpoint: no base URL and no url set by hubSetCasinoTransfers, so nothing can be sent to it or fetched from it.",
   CASINO_UNREACHABLE: "The casino's transfer endpoint did not give a usable answer (timeout, connection error, 5xx, malformed body).",
   // Load and faults
-  TOO_MANY_REQUESTS: "This player or API key already has its share of requests or superuser connections in use: slow down (HTTP 429 when refused on arrival or in an Express route).",
+  TOO_MANY_REQUESTS: "This player or API key already has its share of requests, superuser connections or hash chain creations in use: slow down (HTTP 429 when refused on arrival or in an Express route).",
   SERVER_BUSY: "Every connection of a hub pool stayed in use for 10 s: Postgres is up, the server is saturated; retry.",
   DATABASE_UNAVAILABLE: "Postgres cannot be reached or lost the connection; retry shortly.",
   STATEMENT_TIMEOUT: "A query ran past the statement timeout and was cancelled.",

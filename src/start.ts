@@ -45,6 +45,16 @@ export interface RunningServer {
 const MAX_BODY = 1024 * 1024;
 
 /**
+ * Connections the kernel may hold for the server before it accepts them.
+ * Node's default, 511, overflows when a few thousand clients connect at
+ * once: Linux then drops their handshakes, and clients that had already sent
+ * their request got a reset instead of the server's answer (a 429 for a
+ * flooding player). The kernel caps it at net.core.somaxconn (4096 on
+ * current kernels).
+ */
+const LISTEN_BACKLOG = 4096;
+
+/**
  * GraphQL transactions send their prologue (begin, set_config) with their first
  * query in one round trip: the GraphQL pool in node-postgres's pipeline mode,
  * and the pipelined adaptor on it (src/db/pipelined-adaptor.ts). One choice for both.
@@ -242,10 +252,10 @@ export async function startAndListen(
     addAuthHook(app, resolver, apiKeyUsage, identityLimiter);
     // Registered last so it runs first: stop accepting and finish in-flight requests before anything they use closes.
     cleanup.push(() => closeWithin(app, options.shutdownTimeoutMs ?? 10_000, log));
-    webSockets = await mountGraphQL(app, pgl, { resolver, credentialsPool: pools.credentials, limits: wsLimits, log });
+    webSockets = await mountGraphQL(app, pgl, { resolver, limits: wsLimits, log });
     if (config.dashboard !== false) mountDashboard(app, config.dashboard, log);
     if (expressApp && expressAdapter) await expressAdapter.mountExpressApp(app, expressApp.app, stats, identityLimiter.poolFor);
-    await app.listen({ port: config.port, host: config.host }).catch((error: unknown) => {
+    await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG }).catch((error: unknown) => {
       throw listenFailed(error, config.port, config.host, options.port !== undefined);
     });
     const address = app.server.address();

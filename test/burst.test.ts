@@ -5,6 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { spawn } from "node:child_process";
 import t from "tap";
+import { tmpDir } from "./helpers/tmp.js";
 import pg from "pg";
 import { defaultPlugins, type PluginContext } from "@hubpkg/hub";
 import { makeExtendSchemaPlugin, gql as graphql } from "@hubpkg/hub/graphile";
@@ -110,7 +111,8 @@ function superuserUrlOf(dataDir: string): string {
 t.test(`one player's ${BURST} concurrent bets do not starve a second player or /health, and the books reconcile`, async (t) => {
   // The demo server as operators run it (node dist/server.js), in its own
   // process: what it does for the flood is not mixed with the test's own work.
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "hub-burst-"));
+  // Removed (and its Postgres stopped) whatever happens, also when the server fails to start.
+  const dataDir = tmpDir(t, "hub-burst-");
   const proc = await startServerProcess({ HUB_DATA_DIR: dataDir, LOG_LEVEL: "info" });
   t.teardown(async () => {
     if (proc.child.exitCode === null) {
@@ -119,7 +121,6 @@ t.test(`one player's ${BURST} concurrent bets do not starve a second player or /
       await proc.exited;
       clearTimeout(timer);
     }
-    fs.rmSync(dataDir, { recursive: true, force: true });
   });
   const server = { url: proc.url };
   const db = new pg.Pool({ connectionString: superuserUrlOf(dataDir), max: 2 });

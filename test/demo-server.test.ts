@@ -1,23 +1,17 @@
 import "./helpers/env.js";
-import fs from "node:fs";
-import path from "node:path";
 import t from "tap";
 import { gql } from "./helpers/http.js";
 import { startServerProcess } from "./helpers/process.js";
 import { makeOperator, makePlayer } from "./helpers/credentials.js";
 import { tmpDir } from "./helpers/tmp.js";
-
-function superuserUrl(dataDir: string): string {
-  const { superuserPassword } = JSON.parse(fs.readFileSync(path.join(dataDir, "credentials.json"), "utf8")) as { superuserPassword: string };
-  const port = fs.readFileSync(path.join(dataDir, "pg/postmaster.pid"), "utf8").split("\n")[3];
-  return `postgres://postgres:${superuserPassword}@127.0.0.1:${port}/hub`;
-}
+import { sharedClusterDatabase } from "./helpers/shared-database.js";
 
 t.test("node dist/server.js runs the demo: reference plugins and routes", async (t) => {
-  const dataDir = tmpDir(t);
-  const server = await startServerProcess({ HUB_DATA_DIR: dataDir });
+  // A database of the test kit's shared cluster: no initdb of its own (the demo's migrations run on it).
+  const database = await sharedClusterDatabase(t);
+  const server = await startServerProcess({ ...database, HUB_DATA_DIR: tmpDir(t) });
   t.teardown(() => server.child.kill("SIGKILL"));
-  const url = superuserUrl(dataDir);
+  const url = database.SUPERUSER_DATABASE_URL;
   const alice = await makePlayer(url, "alice");
   const bob = await makePlayer(url, "bob");
   const operator = await makeOperator(url);

@@ -76,8 +76,8 @@ t.test("Postgres stopped under load: requests fail fast (GraphQL error or 503), 
   const load = startLoad(server.url, { concurrency: 6, next: (w, n) => mix[(w + n) % mix.length]!(n), timeoutMs: 30_000, errorPauseMs: 50 });
   t.teardown(() => load.stop());
 
-  // Healthy: everything succeeds.
-  await sleep(1500);
+  // Healthy: everything succeeds. A count of answers, not a time: a loaded machine answers fewer per second.
+  await waitFor("20 answers to the load before the outage", 60_000, async () => load.results.length > 20);
   const healthyUntil = Date.now();
   const healthy = load.results.filter((r) => r.doneAt <= healthyUntil);
   const healthyFailures = healthy.filter((r) => !(r.kind === "health" || r.kind === "whoami" ? r.status === 200 : graphqlOk(r)));
@@ -116,7 +116,8 @@ t.test("Postgres stopped under load: requests fail fast (GraphQL error or 503), 
   t.equal(anon.status, 200, "an anonymous database query during the outage: HTTP 200 …");
   t.ok((anon.body.errors?.length ?? 0) > 0, "… with a GraphQL error");
   t.comment(`anonymous query during the outage: ${JSON.stringify(anon.body)}`);
-  await sleep(2500);
+  // Enough of the load sent during the outage to judge it (a count, not a time).
+  await waitFor("20 requests of the load sent during the outage", 60_000, async () => load.results.filter((r) => r.sentAt >= downAt).length > 20);
   const restartAt = Date.now();
 
   // Every request sent while Postgres was down failed quickly and cleanly.
@@ -158,7 +159,7 @@ t.test("Postgres stopped under load: requests fail fast (GraphQL error or 503), 
     return a.body.errors === undefined && (p.body.data as any)?.hubCurrentUser?.id === player.userId;
   });
   t.pass(`database queries and sessions work again ${recoveredIn} ms after Postgres came back`);
-  await sleep(1500);
+  await waitFor("20 answers to the load after recovery", 60_000, async () => load.results.filter((r) => r.sentAt >= upAt + recoveredIn).length > 20);
   const after = load.results.filter((r) => r.sentAt >= upAt + recoveredIn);
   t.ok(after.length > 20, `load after recovery: ${after.length} requests`);
   t.same(after.filter((r) => !(r.kind === "health" || r.kind === "whoami" ? r.status === 200 : graphqlOk(r))).map(describeResult), [], "after recovery every request succeeds again");
@@ -219,7 +220,7 @@ t.test("SIGTERM under load: stops accepting, finishes in-flight bets, closes poo
         : { kind: "bet", headers: better.header, body: gqlBody(BET, { w: 2 + ((w + n) % 3), s: n % 2 === 0 ? "HEADS" : "TAILS" }) },
   });
   t.teardown(() => load.stop());
-  await sleep(2000);
+  await waitFor("20 answers to the load before SIGTERM", 60_000, async () => load.results.length > 20);
   const warm = load.results.slice();
   t.same(warm.filter((r) => !graphqlOk(r)).map(describeResult), [], `before SIGTERM every request succeeds (${warm.length} sent)`);
 

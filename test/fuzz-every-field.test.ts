@@ -1,5 +1,4 @@
 import "./helpers/env.js";
-import fs from "node:fs";
 import path from "node:path";
 import t, { type Test } from "tap";
 import { gql } from "./helpers/http.js";
@@ -7,7 +6,7 @@ import { makeOperator, makePlayer, withPool } from "./helpers/credentials.js";
 import { ROOT, startServerProcess, type ServerProcess } from "./helpers/process.js";
 import { INTROSPECTION, printType, unwrap, type IntrospectedType, type TypeRef } from "./helpers/schema-model.js";
 import { tmpDir } from "./helpers/tmp.js";
-import { readPostmasterPid } from "../dist/src/db/embedded.js";
+import { sharedClusterDatabase } from "./helpers/shared-database.js";
 
 /*
  * Every root field of the demo server's schema (Query and Mutation, found by
@@ -39,19 +38,16 @@ interface Ids {
 // Two servers, some 2 400 requests each: on a loaded machine this can take longer than the default.
 t.setTimeout(480_000);
 
-/** The demo server (node dist/server.js), with its log at info, on a data dir of its own. */
+/** The demo server (node dist/server.js), with its log at info, on a database of the test kit's cluster (no initdb). */
 async function startDemo(t: Test, env: Record<string, string>): Promise<{ server: ServerProcess; superuserUrl: string }> {
-  const dataDir = tmpDir(t);
+  const database = await sharedClusterDatabase(t);
   // The playground on explicitly: hubCreatePlaygroundSession is one of the fields to drive.
-  const server = await startServerProcess({ HUB_DATA_DIR: dataDir, LOG_LEVEL: "info", HUB_PLAYGROUND: "on", ...env });
+  const server = await startServerProcess({ ...database, HUB_DATA_DIR: tmpDir(t), LOG_LEVEL: "info", HUB_PLAYGROUND: "on", ...env });
   t.teardown(async () => {
-    // SIGTERM, not SIGKILL: the server stops the embedded Postgres it started.
     server.child.kill("SIGTERM");
     await server.exited;
   });
-  const { superuserPassword } = JSON.parse(fs.readFileSync(path.join(dataDir, "credentials.json"), "utf8")) as { superuserPassword: string };
-  const { port } = readPostmasterPid(path.join(dataDir, "pg"))!;
-  return { server, superuserUrl: `postgres://postgres:${encodeURIComponent(superuserPassword)}@127.0.0.1:${port}/hub` };
+  return { server, superuserUrl: database.SUPERUSER_DATABASE_URL };
 }
 
 /** A value that passes the scalar's own parsing, chosen by the leaf's name so lookups hit real rows. */

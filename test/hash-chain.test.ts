@@ -54,8 +54,11 @@ t.test("hubCreateHashChain: a new active chain with its terminal hash; a second 
   const { rows } = await hub.dbPool.query("select count(*)::int as n from hub.hash_chain where user_id = $1 and active", [alice.userId]);
   t.equal(rows[0].n, 1, "exactly one active chain");
 
-  // Ten creations at once still leave exactly one active chain.
-  await Promise.all(Array.from({ length: 10 }, () => client(alice).request("mutation { hubCreateHashChain { hashChain { id } } }")));
+  // Ten creations at once still leave exactly one active chain; those beyond the per-player bound are refused.
+  const settled = await Promise.allSettled(Array.from({ length: 10 }, () => client(alice).request("mutation { hubCreateHashChain { hashChain { id } } }")));
+  const refusals = settled.filter((r): r is PromiseRejectedResult => r.status === "rejected").map((r) => (r.reason as { response?: { errors?: { extensions?: { code?: unknown } }[] } }).response?.errors?.[0]?.extensions?.code);
+  t.ok(settled.length - refusals.length >= 2, `at least two were created at once (${settled.length - refusals.length})`);
+  t.same([...new Set(refusals)].filter((code) => code !== "TOO_MANY_REQUESTS"), [], "the others were refused TOO_MANY_REQUESTS");
   const after = await hub.dbPool.query("select count(*)::int as n from hub.hash_chain where user_id = $1 and active", [alice.userId]);
   t.equal(after.rows[0].n, 1, "exactly one active chain after concurrent creations");
 });

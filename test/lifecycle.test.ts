@@ -70,22 +70,14 @@ t.test("a server with a heap too small for its work crashes (V8 heap limit) with
   const server = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_CONFIG: CONFIG, NODE_OPTIONS: "--max-old-space-size=200" });
   t.teardown(() => server.child.kill("SIGKILL"));
   const pid = postmaster(dataDir)!.pid;
-  // Big documents that fail validation; sent until the process dies of its heap limit.
-  const failedBeforeDeath: string[] = [];
-  let dead = false;
-  void server.exited.then(() => (dead = true));
-  for (let i = 0; i < 2000 && !dead; i++) {
-    const query = `{ __typename } `.repeat(45_000) + `#${i}`;
-    await fetch(`${server.url}/graphql`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ query }) }).catch((e: Error) => failedBeforeDeath.push(e.message));
-  }
-  if (!dead) {
-    // Another helper bounds the memory a request can pin: then there is no heap crash to see here.
-    t.comment("the server survived 2000 oversized invalid documents: no heap crash to observe");
-    server.child.kill("SIGKILL");
-    await server.exited;
-  } else {
-    t.match(server.output(), /heap limit|heap out of memory/i, "it died of its heap limit");
-  }
+  // A route that keeps allocating until V8 gives up (request documents cannot do it: the hub bounds what they pin).
+  const hog = await fetch(`${server.url}/hog`, { method: "POST" });
+  t.equal(hog.status, 200, "the allocation started");
+  let timer: NodeJS.Timeout | undefined;
+  const code = await Promise.race([server.exited, new Promise((r) => (timer = setTimeout(r, 120_000, "still running after 120 s")))]);
+  clearTimeout(timer);
+  t.not(code, 0, `the server died (${String(code)})`);
+  t.match(server.output(), /heap limit|heap out of memory/i, "of its heap limit");
   const took = await goneWithin(pid, 8000);
   t.ok(took !== undefined, `the postmaster is gone ${took} ms after the crash (bound 8000 ms)`);
 });
@@ -139,7 +131,8 @@ function keepAliveRequest(agent: http.Agent, url: string, options: { method?: st
 
 t.test("SIGTERM with keep-alive clients: in-flight requests are answered and idle connections closed at once, well before the shutdown timeout", async (t) => {
   const dataDir = dataDirFor(t);
-  const server = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_CONFIG: CONFIG, TEST_SHUTDOWN_TIMEOUT_MS: "10000" });
+  // A timeout far beyond the wait below: reaching it shows as a failure (and a log line), not as slowness.
+  const server = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_CONFIG: CONFIG, TEST_SHUTDOWN_TIMEOUT_MS: "120000" });
   t.teardown(() => server.child.kill("SIGKILL"));
   const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
   t.teardown(() => agent.destroy());
@@ -147,12 +140,26 @@ t.test("SIGTERM with keep-alive clients: in-flight requests are answered and idl
   const warm = await Promise.all(Array.from({ length: 8 }, () => keepAliveRequest(agent, server.url, { path: "/slow?ms=1" })));
   t.same(warm.map((r) => r.status), Array(8).fill(200), "warm-up requests answered");
   // In flight at the signal: three Express requests and three GraphQL requests (pg_sleep), on the same agent.
-  const graphql = JSON.stringify({ query: "{ slow(seconds: 1.5) }" });
+  const graphql = JSON.stringify({ query: "{ slow(seconds: 8) }" });
   const inFlight = [
-    ...Array.from({ length: 3 }, () => keepAliveRequest(agent, server.url, { path: "/slow?ms=1500" })),
+    ...Array.from({ length: 3 }, () => keepAliveRequest(agent, server.url, { path: "/slow?gate=1" })),
     ...Array.from({ length: 3 }, () => keepAliveRequest(agent, server.url, { method: "POST", path: "/graphql", body: graphql })),
   ];
-  await sleep(400);
+  // Signalled once all six are in progress in the server (a guessed delay is too short on a loaded machine):
+  // the Express ones wait for the signal itself, the GraphQL ones sleep 8 s, long enough to be seen.
+  const started = Date.now();
+  const early: unknown[] = [];
+  for (const request of inFlight) void request.then((answer) => early.push(answer));
+  for (;;) {
+    const res = await fetch(`${server.url}/in-progress`);
+    const progress = (await res.json()) as { slowStarted: number; sleepingQueries: number };
+    // 8 warm-up requests and the 3 gated ones; the GraphQL ones sleep 8 s in Postgres.
+    if (progress.slowStarted === 8 + 3 && progress.sleepingQueries === 3) break;
+    if (Date.now() - started > 60_000 || early.length > 0) {
+      throw new Error(`the six requests were not all in progress at once (${JSON.stringify(progress)}; answered already: ${JSON.stringify(early)})`);
+    }
+    await sleep(50);
+  }
   const signalAt = Date.now();
   server.child.kill("SIGTERM");
   const answers = await Promise.all(inFlight);
@@ -165,7 +172,7 @@ t.test("SIGTERM with keep-alive clients: in-flight requests are answered and idl
   const code = await server.exited;
   const tookMs = Date.now() - signalAt;
   t.equal(code, 0, "exits 0");
-  t.ok(tookMs < 6000, `stopped ${tookMs} ms after SIGTERM: the in-flight requests (1.5 s) and shutdown, not the 10 s timeout`);
+  t.ok(tookMs < 60_000, `stopped ${tookMs} ms after SIGTERM: once the in-flight requests were answered, not at the 120 s shutdown timeout`);
   t.notMatch(server.output(), /did not finish in time/, "no connection had to be cut");
 });
 
@@ -234,8 +241,8 @@ function spawnServer(env: Record<string, string>) {
 type Starting = ReturnType<typeof spawnServer>;
 
 /**
- * Wait until a starting server listens or exits. Listening, it must answer
- * with data within 20 s (once its database is back); exiting, it must say why
+ * Wait until a starting server listens or exits (at most 120 s). Listening, it must answer
+ * with data within 60 s (once its database is back); exiting, it must say why
  * in one line with a code, without a stack or an unhandled 'error' event.
  */
 async function startupOutcome(t: Test, label: string, starting: Starting, beforeAnswering?: () => Promise<void>): Promise<string> {
@@ -248,7 +255,7 @@ async function startupOutcome(t: Test, label: string, starting: Starting, before
       for (;;) {
         const match = /hub listening on (http:\/\/[^/\s"]+)\/graphql/.exec(starting.stdout());
         if (match) return { listening: match[1]! };
-        if (ended || Date.now() - started > 30_000) return { timeout: true as const };
+        if (ended || Date.now() - started > 120_000) return { timeout: true as const };
         await sleep(50);
       }
     })(),
@@ -256,7 +263,7 @@ async function startupOutcome(t: Test, label: string, starting: Starting, before
   if ("listening" in result) {
     await beforeAnswering?.();
     let answered = false;
-    const deadline = Date.now() + 20_000;
+    const deadline = Date.now() + 60_000;
     while (!answered && Date.now() < deadline) {
       answered = await answersWithData(result.listening);
       if (!answered) await sleep(100);
@@ -274,7 +281,7 @@ async function startupOutcome(t: Test, label: string, starting: Starting, before
     await beforeAnswering?.();
     return stderr;
   }
-  t.fail(`${label}: neither listening nor exited within 30 s:\n${starting.stdout()}${starting.stderr()}`);
+  t.fail(`${label}: neither listening nor exited within 120 s:\n${starting.stdout()}${starting.stderr()}`);
   await beforeAnswering?.();
   return "timeout";
 }
@@ -283,8 +290,9 @@ t.test("a server whose shared embedded Postgres is stopped during its start-up e
   // Where the start-up is when the owner stops depends on timing: several delays cover
   // attaching, the database check, the pools, the migrations, the schema build and listening.
   const outcomes: string[] = [];
+  // One data dir for every round (one initdb, not eight): each owner starts the cluster the previous round stopped.
+  const dataDir = dataDirFor(t);
   for (const delayMs of [150, 300, 450, 600, 800, 1000, 1300, 1700]) {
-    const dataDir = dataDirFor(t);
     const owner = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
     t.teardown(() => owner.child.kill("SIGKILL"));
     const starting = spawnServer({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });

@@ -22,6 +22,7 @@ import { verifyHashChain, verifyOutcomeBet } from "@hubpkg/hub/hash-chain";
 import { makeOperator } from "./helpers/credentials.js";
 import { ROOT, startServerProcess, type ServerProcess } from "./helpers/process.js";
 import { errorOf } from "./helpers/graphql-error.js";
+import { shownLimit } from "./helpers/risk.js";
 
 /*
  * hubMakeOutcomeBet over HTTP: every refusal, the risk and hash-chain errors
@@ -156,17 +157,18 @@ t.test("HubRiskError: a payout above the policy's maxPayout for this bankroll", 
   const p = await player();
   const hashChainId = await chainOf(p);
   const bankroll = (await getHouseBankroll(hub.dbPool, { casinoId, currencyKey: "BTC" }))!.amount;
-  const maxPayout = Math.floor(bankroll * 0.01);
+  // What a player is shown and held to: the policy's 1%, rounded down (a player learns no bankroll).
+  const maxPayout = shownLimit(Math.floor(bankroll * 0.01));
   // 10x: pays wager × 10.
   const tenX = [{ weight: 1, profit: 8.9 }, { weight: 9, profit: -1 }];
   const refused = await bet(p, { hashChainId, outcomes: tenX, wager: Math.floor(maxPayout / 9.9) + 10 });
   t.equal(refused.__typename, "HubRiskError");
-  t.equal(refused.riskLimits.maxPayout, maxPayout, "riskLimits.maxPayout is 1% of the bankroll");
+  t.equal(refused.riskLimits.maxPayout, maxPayout, "riskLimits.maxPayout is 1% of the bankroll, rounded down");
   t.match(refused.message, /may pay now is/);
   const limits = await p.client.request<any>("{ hubRiskLimits(gameKinds: [GENERAL, DICE, TOWER]) { currency gameKind maxPayout } }");
   t.same(limits.hubRiskLimits, [
     { currency: "BTC", gameKind: "GENERAL", maxPayout },
-    { currency: "BTC", gameKind: "DICE", maxPayout: bankroll },
+    { currency: "BTC", gameKind: "DICE", maxPayout: shownLimit(bankroll) },
     { currency: "BTC", gameKind: "TOWER", maxPayout },
   ], "hubRiskLimits: each kind's limit in each currency of the casino (DICE has no policy: the bankroll)");
   const accepted = await bet(p, { hashChainId, outcomes: tenX, wager: Math.floor(maxPayout / 9.9) - 10 });

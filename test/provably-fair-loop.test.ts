@@ -7,6 +7,7 @@ import pg from "pg";
 import { ROOT } from "./helpers/process.js";
 import { makeOperator } from "./helpers/credentials.js";
 import { tmpDir } from "./helpers/tmp.js";
+import { sharedClusterDatabase } from "./helpers/shared-database.js";
 import { play } from "./fixtures/provably-fair/play.js";
 
 /*
@@ -21,14 +22,10 @@ import { play } from "./fixtures/provably-fair/play.js";
 const CHAIN_LENGTH = 6;
 const BETS = 12;
 
-function superuserUrl(dataDir: string): string {
-  const { superuserPassword } = JSON.parse(fs.readFileSync(path.join(dataDir, "credentials.json"), "utf8")) as { superuserPassword: string };
-  const port = fs.readFileSync(path.join(dataDir, "pg/postmaster.pid"), "utf8").split("\n")[3];
-  return `postgres://postgres:${superuserPassword}@127.0.0.1:${port}/hub`;
-}
-
 t.test("index.ts starts, and a frontend plays, retries and verifies the whole loop", async (t) => {
   const dataDir = tmpDir(t);
+  // A database of the test kit's shared cluster: no initdb of its own (the example's migrations run on it).
+  const database = await sharedClusterDatabase(t);
   const child = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "test/fixtures/provably-fair/index.ts")], {
     cwd: ROOT,
     env: {
@@ -37,6 +34,9 @@ t.test("index.ts starts, and a frontend plays, retries and verifies the whole lo
       LOG_LEVEL: "info",
       PORT: "0",
       HUB_DATA_DIR: dataDir,
+      ...database,
+      // On by default with the embedded database only.
+      HUB_PLAYGROUND: "on",
       HASH_CHAIN_LENGTH: String(CHAIN_LENGTH),
       TSX_TSCONFIG_PATH: path.join(ROOT, "bench/tsconfig.child.json"),
     },
@@ -65,7 +65,7 @@ t.test("index.ts starts, and a frontend plays, retries and verifies the whole lo
     });
   });
 
-  const operator = await makeOperator(superuserUrl(dataDir));
+  const operator = await makeOperator(database.SUPERUSER_DATABASE_URL);
   const lines: string[] = [];
   const summary = await play({ url, operatorKey: operator.key, bets: BETS, log: (line) => lines.push(line) });
   t.comment(lines.join("\n"));
@@ -82,7 +82,7 @@ t.test("index.ts starts, and a frontend plays, retries and verifies the whole lo
   t.ok(summary.verifiedByHand, "and once with node:crypto alone");
 
   // The books of this player, from the database: the balance moved by exactly the bets' nets.
-  const db = new pg.Pool({ connectionString: superuserUrl(dataDir), max: 1 });
+  const db = new pg.Pool({ connectionString: database.SUPERUSER_DATABASE_URL, max: 1 });
   const tower = await db.query("select net::float8 from app.tower_game where user_id = $1", [summary.userId]);
   const towerNet = tower.rows.reduce((s: number, r: { net: number }) => s + r.net, 0);
   const betNet = summary.bets.reduce((s, b) => s + b.net, 0);

@@ -5,13 +5,7 @@ import { gql } from "./helpers/http.js";
 import { ROOT, startServerProcess } from "./helpers/process.js";
 import { tmpDir } from "./helpers/tmp.js";
 import { makeOperator, makePlayer } from "./helpers/credentials.js";
-import fs from "node:fs";
-
-function superuserUrl(dataDir: string): string {
-  const { superuserPassword } = JSON.parse(fs.readFileSync(path.join(dataDir, "credentials.json"), "utf8")) as { superuserPassword: string };
-  const port = fs.readFileSync(path.join(dataDir, "pg/postmaster.pid"), "utf8").split("\n")[3];
-  return `postgres://postgres:${superuserPassword}@127.0.0.1:${port}/hub`;
-}
+import { sharedClusterDatabase } from "./helpers/shared-database.js";
 
 /** Poll until the instance stops accepting the credential; resolves with how long it took, or rejects after 1 s. */
 async function rejectedWithinOneSecond(url: string, header: Record<string, string>): Promise<number> {
@@ -25,13 +19,14 @@ async function rejectedWithinOneSecond(url: string, header: Record<string, strin
 }
 
 t.test("a credential revoked through one instance stops working within 1 s on another that has it cached", async (t) => {
-  const dataDir = tmpDir(t);
-  const config = path.join(ROOT, "test/fixtures/config-long-identity-cache.mjs");
-  const a = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_CONFIG: config });
+  // Two instances on one database of the test kit's shared cluster (no initdb of its own).
+  const database = await sharedClusterDatabase(t);
+  const env = { ...database, HUB_DATA_DIR: tmpDir(t), HUB_CONFIG: path.join(ROOT, "test/fixtures/config-long-identity-cache.mjs") };
+  const a = await startServerProcess(env);
   t.teardown(() => a.child.kill("SIGKILL"));
-  const b = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_CONFIG: config });
+  const b = await startServerProcess(env);
   t.teardown(() => b.child.kill("SIGKILL"));
-  const url = superuserUrl(dataDir);
+  const url = database.SUPERUSER_DATABASE_URL;
 
   const player = await makePlayer(url, "roaming");
   const operator = await makeOperator(url);

@@ -6,6 +6,7 @@ import { TowerPlugin, referenceMigrationsPath, towerPayout } from "@hubpkg/hub/p
 import { verifyOutcomeBet, verifyHashChain } from "@hubpkg/hub/hash-chain";
 import { makeOperator, makePlayer, type Player } from "./helpers/credentials.js";
 import { errorOf } from "./helpers/graphql-error.js";
+import { shownLimit } from "./helpers/risk.js";
 
 /*
  * The tower game over HTTP: a climb and cash-out, a climb to the top that
@@ -255,7 +256,7 @@ t.test("refusals", async (t) => {
 
   t.test("the risk limit: a climb whose top floor pays over 1% of the bankroll", async (t) => {
     const bank = (await bankroll()).amount;
-    const limit = Math.floor(bank * 0.01);
+    const limit = shownLimit(Math.floor(bank * 0.01));
     // The largest wager whose top payout fits, and one more.
     let wager = Math.floor(limit / (0.99 * 1.5 ** MAX_FLOOR));
     while (towerPayout(wager + 1, MAX_FLOOR) <= limit) wager++;
@@ -266,7 +267,7 @@ t.test("refusals", async (t) => {
     const accepted = await start(alice, wager);
     t.equal(accepted.__typename, "StartTowerSuccess");
     const limits = await client(alice).request<any>("{ hubRiskLimits(gameKinds: [TOWER]) { currency gameKind maxPayout } }");
-    t.same(limits.hubRiskLimits.find((l: any) => l.currency === CURRENCY), { currency: CURRENCY, gameKind: "TOWER", maxPayout: Math.floor((await bankroll()).amount * 0.01) }, "what hubRiskLimits shows a frontend");
+    t.same(limits.hubRiskLimits.find((l: any) => l.currency === CURRENCY), { currency: CURRENCY, gameKind: "TOWER", maxPayout: shownLimit(Math.floor((await bankroll()).amount * 0.01)) }, "what hubRiskLimits shows a frontend");
   });
 
   t.test("input a game refuses", async (t) => {

@@ -2,6 +2,7 @@ import "./helpers/env.js";
 import t from "tap";
 import { startServerProcess, type ServerProcess } from "./helpers/process.js";
 import { tmpDir } from "./helpers/tmp.js";
+import { sharedClusterDatabase } from "./helpers/shared-database.js";
 
 // Documents the client got wrong: each is refused over HTTP with a message
 // that says what was wrong and a stable extensions.code, and none is logged
@@ -10,7 +11,8 @@ import { tmpDir } from "./helpers/tmp.js";
 
 let server: ServerProcess;
 t.before(async () => {
-  server = await startServerProcess({ HUB_DATA_DIR: tmpDir(t), LOG_LEVEL: "info" });
+  // A database of the test kit's shared cluster: no initdb of its own.
+  server = await startServerProcess({ ...(await sharedClusterDatabase(t)), HUB_DATA_DIR: tmpDir(t), LOG_LEVEL: "info" });
 });
 t.teardown(async () => {
   server?.child.kill("SIGINT");

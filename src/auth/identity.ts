@@ -27,6 +27,27 @@ export interface OperatorIdentity {
 }
 
 /**
+ * Whom an identity's limits are counted against, for HTTP requests in
+ * progress and open WebSockets alike: the player (all its sessions together)
+ * or the API key. Undefined for anonymous requests, which are not counted.
+ */
+export function identityKey(identity: Identity | undefined): string | undefined {
+  if (identity?.kind === "user") return `user:${identity.session.user_id}`;
+  if (identity?.kind === "operator") return `apikey:${identity.apiKeyId}`;
+  return undefined;
+}
+
+/** The row behind an identity: its session's id or its API key's id. */
+export function credentialIdOf(identity: Identity): string {
+  return identity.kind === "user" ? identity.session.id : identity.apiKeyId;
+}
+
+/** When the credential behind an identity expires, in ms since the epoch (API keys do not). */
+export function expiresAtOf(identity: Pick<UserIdentity, "kind" | "session"> | Pick<OperatorIdentity, "kind"> | undefined): number {
+  return identity?.kind === "user" ? identity.session.expired_at.getTime() : Infinity;
+}
+
+/**
  * A request that carries the identity: the raw Node request, which is also
  * Express's `req` (as `req.identity`) and what grafserv hands to the GraphQL
  * context. Only the auth hook writes it (setIdentity); everything downstream

@@ -2,7 +2,7 @@ import type pg from "pg";
 import { digest, unsealClientId } from "./credentials.js";
 import type { DbUser } from "../db/types.js";
 import { describeValue, HubError } from "../errors.js";
-import { sameCredential, type Identity, type UserIdentity } from "./identity.js";
+import { credentialIdOf, expiresAtOf, sameCredential, type Identity, type UserIdentity } from "./identity.js";
 import * as parse from "../parse.js";
 
 /**
@@ -46,6 +46,12 @@ export interface IdentityResolver {
    * wait for the notification (or the TTL) on the instance that revoked it.
    */
   forgetSession(sessionId: string): void;
+  /**
+   * Of these identities, the credential ids (credentialIdOf) still valid now,
+   * read from the database, never from the cache: for connections that hold
+   * an identity longer than one request (WebSockets).
+   */
+  stillValid(identities: Iterable<Identity>): Promise<Set<string>>;
 }
 
 /**
@@ -84,15 +90,28 @@ interface Entry {
   staleAt: number;
 }
 
+/**
+ * The one rule of a valid credential, for the lookup of a header and the
+ * re-check of open WebSockets alike: a session neither revoked nor expired,
+ * an API key not revoked (each condition on the table's own columns).
+ */
+const VALID_SESSION = "s.revoked_at is null and s.expired_at > now()";
+const VALID_API_KEY = "k.revoked_at is null";
+
 const SESSION_SQL = `
 select s.id, s.user_id, s.casino_id, s.experience_id, s.expired_at, s.user_client_id_sealed,
        u.id as u_id, u.casino_id as u_casino_id, u.uname as u_uname, u.created_at as u_created_at,
        case when s.user_client_id_sealed is not null then u.client_id_digest end as u_client_id_digest
   from hub.session s
   join hub.user u on u.id = s.user_id
- where s.token_digest = $1 and s.revoked_at is null and s.expired_at > now()`;
+ where s.token_digest = $1 and ${VALID_SESSION}`;
 
-const API_KEY_SQL = `select id from hub.api_key where key_digest = $1 and revoked_at is null`;
+const API_KEY_SQL = `select k.id from hub.api_key k where k.key_digest = $1 and ${VALID_API_KEY}`;
+
+const STILL_VALID_SQL = `
+select s.id from hub.session s where s.id = any($1::uuid[]) and ${VALID_SESSION}
+union all
+select k.id from hub.api_key k where k.id = any($2::uuid[]) and ${VALID_API_KEY}`;
 
 interface SessionRow {
   id: string;
@@ -175,7 +194,7 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
     if (!found) return undefined;
     if (found.kind === "operator") return sameCredential({ kind: "operator", apiKey: credential, apiKeyId: found.apiKeyId }, found);
     // The database checked expiry when the row was read; the cache may outlive it.
-    if (found.session.expired_at.getTime() <= Date.now()) return undefined;
+    if (expiresAtOf(found) <= Date.now()) return undefined;
     const clientId = found.clientIdSealed ? unsealClientId(found.clientIdSealed, credential, found.clientIdDigest) : null;
     return sameCredential({ kind: "user", user: { ...found.user }, sessionId: found.session.id, session: { ...found.session }, clientId }, found);
   }
@@ -213,6 +232,14 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
       valid.clear();
       invalid.clear();
       inFlight.clear();
+    },
+    async stillValid(identities) {
+      const sessionIds = new Set<string>();
+      const keyIds = new Set<string>();
+      for (const identity of identities) (identity.kind === "user" ? sessionIds : keyIds).add(credentialIdOf(identity));
+      if (sessionIds.size === 0 && keyIds.size === 0) return new Set();
+      const { rows } = await pool.query<{ id: string }>(STILL_VALID_SQL, [[...sessionIds], [...keyIds]]);
+      return new Set(rows.map((row) => row.id));
     },
     forgetSession(sessionId) {
       // A lookup already under way may have read the session before it was

@@ -1,6 +1,6 @@
 import type pg from "pg";
 import { GraphQLError } from "graphql";
-import type { Identity } from "../auth/identity.js";
+import { identityKey, type Identity } from "../auth/identity.js";
 import { ErrorCode } from "../errors.js";
 import { boundProperty } from "../forwarding-proxy.js";
 
@@ -81,8 +81,7 @@ export function createIdentityPoolLimiter(pool: pg.Pool, limits: IdentityLimits)
     return key.startsWith("user:") ? "this player" : "this API key";
   }
 
-  const keyOf = (identity: Identity | undefined): string | undefined =>
-    identity?.kind === "user" ? `user:${identity.session.user_id}` : identity?.kind === "operator" ? `apikey:${identity.apiKeyId}` : undefined;
+  const keyOf = identityKey;
 
   const refusal = (key: string) =>
     `Too many requests at once from ${describe(key)}: at most ${limits.connections} database transactions run at a time and ${limits.queue} more wait; this request was refused. Retry once earlier requests have been answered.`;

@@ -13,5 +13,5 @@ export {
 } from "../fair/db.js";
 export { getIntermediateHash, CHECKPOINT_INTERVAL, type GetIntermediateHashResult } from "../fair/chain-secret.js";
 export * from "./hash-chain-verify.js";
-export { validateRisk, riskLimitsOf, type RiskPolicy, type RiskPolicyArgs, type RiskLimits, type ValidateRiskInput, type ValidateRiskResult } from "../fair/risk.js";
+export { validateRisk, riskLimitsOf, playerRiskLimits, coarseLimit, type RiskPolicy, type RiskPolicyArgs, type RiskLimits, type ValidateRiskInput, type ValidateRiskResult } from "../fair/risk.js";
 export { makeOutcomeBet, checkOutcomeBetInput, netOf, MAX_OUTCOMES, MAX_CLIENT_SEED_LENGTH, HOUSE_EDGE_TOLERANCE, type MakeOutcomeBetInput, type MakeOutcomeBetResult } from "../fair/outcome-bet.js";

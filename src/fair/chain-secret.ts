@@ -15,7 +15,7 @@
  *
  * Creating a chain costs N hashes once (1.3 s for N = 1,000,000 on one core
  * of the development machine). Long chains are computed on a worker thread
- * (at most two at once), so the event loop and its core keep serving
+ * (at most two at once, shared fairly between players), so the event loop and its core keep serving
  * requests; short ones, where starting a worker would cost more, in chunks
  * that yield to the event loop.
  */
@@ -72,12 +72,64 @@ async function chunkedChain(seed: Buffer, maxIteration: number, k: number): Prom
   return { checkpoints, terminalHash: hash };
 }
 
-let workersRunning = 0;
-const workerQueue: (() => void)[] = [];
+/**
+ * Most chain creations of one player in progress at once (waiting for a
+ * worker, computing, or being stored); beyond, hubCreateHashChain is refused
+ * with TOO_MANY_REQUESTS. A player needs one active chain, so a burst of
+ * creations is only ever one player filling the queue every other player's
+ * chain waits in.
+ */
+export const MAX_CHAIN_CREATIONS_PER_PLAYER = 2;
+const creationsInProgress = new Map<string, number>();
 
-async function workerChain(seed: Buffer, maxIteration: number, k: number): Promise<{ checkpoints: Buffer; terminalHash: Buffer }> {
-  if (workersRunning >= MAX_WORKERS) await new Promise<void>((resolve) => workerQueue.push(resolve));
-  workersRunning++;
+/**
+ * Count one creation of this player's in progress: the function to call once
+ * it is over, or undefined when the player already has its share.
+ */
+export function reserveChainCreation(player: string): (() => void) | undefined {
+  const n = creationsInProgress.get(player) ?? 0;
+  if (n >= MAX_CHAIN_CREATIONS_PER_PLAYER) return undefined;
+  creationsInProgress.set(player, n + 1);
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    const left = (creationsInProgress.get(player) ?? 1) - 1;
+    if (left > 0) creationsInProgress.set(player, left);
+    else creationsInProgress.delete(player);
+  };
+}
+
+/**
+ * The workers are shared fairly: each player waits in its own line, and a
+ * freed worker goes to the line that was served least recently (round robin),
+ * not to whoever asked first, so one player's many creations cannot make
+ * another's wait behind all of them. A Map keeps its keys in insertion
+ * order: the player served is moved to the end.
+ */
+let workersRunning = 0;
+const workerLines = new Map<string, (() => void)[]>();
+
+function nextInLine(): void {
+  const first = workerLines.entries().next();
+  if (first.done) return;
+  const [owner, line] = first.value;
+  workerLines.delete(owner);
+  const grant = line.shift()!;
+  if (line.length > 0) workerLines.set(owner, line);
+  grant();
+}
+
+async function workerChain(seed: Buffer, maxIteration: number, k: number, owner: string): Promise<{ checkpoints: Buffer; terminalHash: Buffer }> {
+  if (workersRunning >= MAX_WORKERS) {
+    await new Promise<void>((resolve) => {
+      const line = workerLines.get(owner);
+      if (line) line.push(resolve);
+      else workerLines.set(owner, [resolve]);
+    });
+  } else {
+    workersRunning++;
+  }
   try {
     return await new Promise((resolve, reject) => {
       const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { seed: new Uint8Array(seed), maxIteration, k } });
@@ -89,15 +141,19 @@ async function workerChain(seed: Buffer, maxIteration: number, k: number): Promi
       worker.once("exit", (code) => reject(new Error(`the hash chain worker exited with code ${code} before answering`)));
     });
   } finally {
-    workersRunning--;
-    workerQueue.shift()?.();
+    // The worker passes to the next line (workersRunning unchanged), or is freed.
+    if (workerLines.size > 0) nextInLine();
+    else workersRunning--;
   }
 }
 
-/** A fresh random seed, its checkpoints and its terminal hash h(maxIteration). */
-export async function generateChainSecret(maxIteration: number, seed: Buffer = randomBytes(32)): Promise<NewChainSecret> {
+/**
+ * A fresh random seed, its checkpoints and its terminal hash h(maxIteration).
+ * `owner` (the player's id) is the line a long chain waits in for a worker.
+ */
+export async function generateChainSecret(maxIteration: number, seed: Buffer = randomBytes(32), owner = ""): Promise<NewChainSecret> {
   const k = CHECKPOINT_INTERVAL;
-  const { checkpoints, terminalHash } = maxIteration >= WORKER_THRESHOLD ? await workerChain(seed, maxIteration, k) : await chunkedChain(seed, maxIteration, k);
+  const { checkpoints, terminalHash } = maxIteration >= WORKER_THRESHOLD ? await workerChain(seed, maxIteration, k, owner) : await chunkedChain(seed, maxIteration, k);
   return { seed, checkpointInterval: k, checkpoints, terminalHash };
 }
 

@@ -103,7 +103,7 @@ export async function dbCreateHubHashChain(
   if (!Number.isSafeInteger(maxIteration) || maxIteration < 2 || maxIteration > MAX_HASH_CHAIN_LENGTH) {
     throw new RangeError(`a hash chain has 2 to ${MAX_HASH_CHAIN_LENGTH} hashes; received ${maxIteration}.`);
   }
-  const secret = await generateChainSecret(maxIteration);
+  const secret = await generateChainSecret(maxIteration, undefined, input.userId);
   return withPgPoolTransaction(pool, async (pgClient) => {
     // One creation at a time per player and experience, so exactly one chain stays active.
     await pgClient.query("select pg_advisory_xact_lock(hashtextextended('hub.hash_chain:' || $1 || ':' || $2, 0))", [input.userId, input.experienceId]);

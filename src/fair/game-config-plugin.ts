@@ -10,7 +10,7 @@ import type { Identity } from "../auth/identity.js";
 import { requirePlayer } from "./hash-chain-plugin.js";
 import { createChainQueue } from "./chain-queue.js";
 import { makeOutcomeBet, type CustomGameConfigMap, type MakeOutcomeBetInput, type OutcomeBetConfigMap } from "./outcome-bet.js";
-import { riskLimitsOf } from "./risk.js";
+import { playerRiskLimits } from "./risk.js";
 import { MAX_HASH_CHAIN_LENGTH } from "./db.js";
 
 export interface HubGameConfigOptions {
@@ -160,13 +160,13 @@ export function HubGameConfigPlugin(options: HubGameConfigOptions): GraphileConf
                       const limits = [];
                       for (const row of rows as { key: string; display_unit_name: string; display_unit_scale: number; bankroll: number }[]) {
                         for (const gameKind of new Set(kinds as string[])) {
-                          const { maxPayout } = riskLimitsOf(policyOf(gameKind), {
+                          const { maxPayout } = playerRiskLimits(policyOf(gameKind), {
                             currency: row.key,
                             bankroll: row.bankroll,
                             displayUnitName: row.display_unit_name,
                             displayUnitScale: row.display_unit_scale,
                           });
-                          limits.push({ currency: row.key, gameKind, maxPayout: Math.min(maxPayout, row.bankroll) });
+                          limits.push({ currency: row.key, gameKind, maxPayout });
                         }
                       }
                       return limits;

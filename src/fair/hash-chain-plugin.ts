@@ -9,6 +9,7 @@ import type { Identity } from "../auth/identity.js";
 import { ErrorCode } from "../errors.js";
 import { clientError } from "../graphql/client-error.js";
 import { dbCreateHubHashChain, dbRevealHubHashChain, DEFAULT_HASH_CHAIN_LENGTH } from "./db.js";
+import { MAX_CHAIN_CREATIONS_PER_PLAYER, reserveChainCreation } from "./chain-secret.js";
 
 declare global {
   namespace GraphileBuild {
@@ -66,13 +67,24 @@ export const HubHashChainPlugin = extendSchema((build) => {
             const $pool = context().get("superuserPool");
             return sideEffect([$identity, $pool], async ([identity, pool]) => {
               const session = requirePlayer(identity);
-              const { hashChain } = await dbCreateHubHashChain(pool, {
-                userId: session.user_id,
-                casinoId: session.casino_id,
-                experienceId: session.experience_id,
-                maxIteration: length,
-              });
-              return { hashChainId: hashChain.id };
+              const release = reserveChainCreation(session.user_id);
+              if (!release) {
+                throw clientError(
+                  ErrorCode.TOO_MANY_REQUESTS,
+                  `hubCreateHashChain: this player already has ${MAX_CHAIN_CREATIONS_PER_PLAYER} hash chains being created (at most ${MAX_CHAIN_CREATIONS_PER_PLAYER} at once); this one was refused. Retry once one of them has been answered.`,
+                );
+              }
+              try {
+                const { hashChain } = await dbCreateHubHashChain(pool, {
+                  userId: session.user_id,
+                  casinoId: session.casino_id,
+                  experienceId: session.experience_id,
+                  maxIteration: length,
+                });
+                return { hashChainId: hashChain.id };
+              } finally {
+                release();
+              }
             });
           },
           hubRevealHashChain(_parent, fieldArgs) {

@@ -54,17 +54,46 @@ export function riskLimitsOf(policy: RiskPolicy | undefined, args: RiskPolicyArg
   return { maxPayout: Number.isFinite(maxPayout) && maxPayout > 0 ? Math.floor(maxPayout) : 0 };
 }
 
+/**
+ * What a player may learn of the house's limits: the largest of 1, 2 or 5
+ * times a power of ten not above `amount` (0 below 1), in base units. A limit
+ * follows the bankroll (a policy's share of it, or all of it), so an exact
+ * one would tell a player the bankroll to the unit; this one tells its order
+ * of magnitude and within a factor of about 2 only, and keeps at least 40%
+ * of the exact limit.
+ */
+export function coarseLimit(amount: number): number {
+  if (!(amount >= 1)) return 0;
+  let power = 1;
+  while (power * 10 <= amount) power *= 10;
+  return (amount >= 5 * power ? 5 : amount >= 2 * power ? 2 : 1) * power;
+}
+
+/**
+ * The limits a player is shown and held to: the policy's, at most the
+ * bankroll, rounded down by coarseLimit. Enforced at that value as well as
+ * shown, or a player could find the exact limit, hence the bankroll, by
+ * bisecting wagers. Operators read bankrolls as they are.
+ */
+export function playerRiskLimits(policy: RiskPolicy | undefined, args: RiskPolicyArgs): RiskLimits {
+  return { maxPayout: coarseLimit(Math.min(riskLimitsOf(policy, args).maxPayout, args.bankroll)) };
+}
+
 const display = (amount: number, name: string, scale: number) => `${amount / scale} ${name}`;
 
 /**
  * Whether a bet stays within the policy: its largest payout at most the
- * policy's maxPayout, and its largest net win at most the bankroll.
+ * policy's limit, and its largest net win at most the bankroll, each rounded
+ * down by coarseLimit (so refusals reveal no more than hubRiskLimits shows).
+ * A refusal reports the limits a player is shown (playerRiskLimits).
  */
 export function validateRisk(input: ValidateRiskInput): ValidateRiskResult {
   const args = { currency: input.currency, bankroll: input.bankroll, displayUnitName: input.displayUnitName, displayUnitScale: input.displayUnitScale };
-  const riskLimits = typeof input.riskLimits === "function" ? riskLimitsOf(input.riskLimits, args) : riskLimitsOf(() => input.riskLimits as RiskLimits, args);
+  const given = input.riskLimits;
+  const policy: RiskPolicy = typeof given === "function" ? given : () => given;
+  const riskLimits = playerRiskLimits(policy, args);
   const unit = (n: number) => display(n, input.displayUnitName, input.displayUnitScale);
-  if (input.maxPotentialPayout > riskLimits.maxPayout) {
+  if (input.maxPotentialPayout > coarseLimit(riskLimitsOf(policy, args).maxPayout)) {
     return {
       ok: false,
       error: {
@@ -73,7 +102,7 @@ export function validateRisk(input: ValidateRiskInput): ValidateRiskResult {
       },
     };
   }
-  if (input.maxPotentialPayout - input.wager > input.bankroll) {
+  if (input.maxPotentialPayout - input.wager > coarseLimit(input.bankroll)) {
     return {
       ok: false,
       error: { message: `The house cannot cover this bet's largest win in ${input.currency} now. Lower the wager or the multiplier.`, riskLimits },

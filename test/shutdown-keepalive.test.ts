@@ -1,0 +1,110 @@
+import "./helpers/env.js";
+import http from "node:http";
+import t from "tap";
+import { startTestServer, createPlayer, createExperience, createPlayerBalance, createHouseBankroll } from "@hubpkg/hub/test";
+import { defaultPlugins } from "@hubpkg/hub";
+import { CoinflipBetPlugin, configureReferenceRoutes, referenceMigrationsPath } from "@hubpkg/hub/plugins";
+import { until } from "./helpers/ws.js";
+
+/**
+ * Keep-alive clients must not hold a shutdown: 150 bets in flight, each on
+ * its own keep-alive connection that the client never closes. Once they are
+ * answered, the server closes those connections itself and stop() finishes
+ * without waiting for the shutdown timeout (set far beyond anything the test
+ * waits for, so reaching it shows as a failure, not as slowness).
+ */
+const BETS = 150;
+const SHUTDOWN_TIMEOUT_MS = 120_000;
+
+t.test("stop() with bets in flight on keep-alive connections: answered, connections closed, no wait for the timeout", async (t) => {
+  const server = await startTestServer({
+    plugins: [...defaultPlugins, CoinflipBetPlugin],
+    userDatabaseMigrationsPath: referenceMigrationsPath,
+    extraPgSchemas: ["app"],
+    // As the demo server runs: with Express routes (Node then makes its requests and responses from their classes).
+    configureApp: configureReferenceRoutes,
+    shutdownTimeoutMs: SHUTDOWN_TIMEOUT_MS,
+    perIdentityConnections: 3,
+    perIdentityQueue: BETS - 3,
+  });
+  let stopped = false;
+  t.teardown(() => (stopped ? undefined : server.stop()));
+  const casinoId = server.playgroundCasinoId;
+  const user = await createPlayer(server.dbPool, { casinoId, uname: "keeper" });
+  const exp = await createExperience(server.dbPool, { casinoId, name: "shutdown" });
+  await createPlayerBalance(server.dbPool, { userId: user.id, experienceId: exp.id, currencyKey: "HOUSE", amount: 1_000_000 });
+  await createHouseBankroll(server.dbPool, { casinoId, currencyKey: "HOUSE", amount: 100_000_000 });
+  const { token } = await server.authenticate(user.id, exp.id);
+
+  // One socket per bet, kept open by the client after its answer.
+  const agent = new http.Agent({ keepAlive: true, keepAliveMsecs: 60_000, maxSockets: BETS });
+  t.teardown(() => agent.destroy());
+  const sockets = new Set<import("node:net").Socket>();
+  let closedByServer = 0;
+  let stopAt = Infinity;
+  const body = JSON.stringify({
+    query: "mutation($w: Float!) { makeCoinflipBet(input: { currency: \"HOUSE\", wager: $w, side: HEADS }) { balance } }",
+    variables: { w: 10 },
+  });
+  const bet = () =>
+    new Promise<{ status: number; body: string }>((resolve) => {
+      const req = http.request(`${server.url}/graphql`, {
+        method: "POST",
+        agent,
+        headers: { "content-type": "application/json", authorization: `session:${token}`, "content-length": Buffer.byteLength(body) },
+      });
+      req.on("socket", (socket) => {
+        sockets.add(socket);
+        socket.once("close", () => closedByServer++);
+      });
+      req.on("response", (res) => {
+        let text = "";
+        res.on("data", (c: Buffer) => (text += c.toString()));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text }));
+      });
+      req.on("error", (error: NodeJS.ErrnoException) => resolve({ status: 0, body: `${error.code ?? error.message} after ${Date.now() - stopAt} ms from stop()` }));
+      req.end(body);
+    });
+
+  // The test holds the player's balance lock: every bet waits for it, in flight, until the server is stopping.
+  const locker = await server.dbPool.connect();
+  let locked = true;
+  // stop() ends dbPool, which waits for this client: it goes back as soon as the lock is released.
+  const unlock = async (how: "commit" | "rollback") => {
+    if (!locked) return;
+    locked = false;
+    await locker.query(how).finally(() => locker.release());
+  };
+  t.teardown(() => unlock("rollback"));
+  await locker.query("begin");
+  await locker.query("select 1 from hub.balance where user_id = $1 for update", [user.id]);
+  const answers = Array.from({ length: BETS }, bet);
+  // In flight means received by the server: with a limit of BETS requests in progress per player, a request
+  // that needs no database is refused 429 exactly when all BETS bets are in progress.
+  const probe = async () =>
+    (await fetch(`${server.url}/graphql`, { method: "POST", headers: { "content-type": "application/json", authorization: `session:${token}` }, body: '{"query":"{ __typename }"}' })).status;
+  const probing = Date.now();
+  for (let status = await probe(); status !== 429; status = await probe()) {
+    if (Date.now() - probing > 60_000) throw new Error(`the server did not have all ${BETS} bets in progress within 60 s (the probe answered ${status})`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  stopAt = Date.now();
+  const stopping = server.stop().then(() => (stopped = true));
+  await unlock("commit");
+  const results = await Promise.all(answers);
+  t.same(
+    results.filter((r) => r.status !== 200 || !/"balance":\d/.test(r.body)).slice(0, 5),
+    [],
+    `every bet in flight at stop() was answered with its balance (${results.length})`,
+  );
+  await until(() => closedByServer === BETS, SHUTDOWN_TIMEOUT_MS / 2, () => `the server to close the ${BETS} keep-alive connections once their answers went out (${closedByServer} closed)`);
+  t.pass("the server closed every keep-alive connection after its answer");
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    stopping,
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`stop() had not finished ${SHUTDOWN_TIMEOUT_MS / 2} ms after the answers: it waits for connections the client keeps open`)), SHUTDOWN_TIMEOUT_MS / 2);
+    }),
+  ]).finally(() => clearTimeout(timer));
+  t.ok(stopped, "stop() finished without the shutdown timeout cutting connections");
+});
