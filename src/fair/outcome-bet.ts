@@ -8,6 +8,7 @@ import type pg from "pg";
 import { ErrorCode } from "../errors.js";
 import { clientError } from "../graphql/client-error.js";
 import { withPgPoolTransaction } from "../db/pools.js";
+import { unboundedPool } from "../db/identity-limit.js";
 import { dbLockHubHashChain } from "./db.js";
 import { getIntermediateHash } from "./chain-secret.js";
 import { outcomeIndexOf } from "./hash.js";
@@ -242,7 +243,8 @@ export async function makeOutcomeBet(
 ): Promise<MakeOutcomeBetResult> {
   const plan = checkOutcomeBetInput(input, config);
   const groupKey = `${player.casinoId} ${input.currency}`;
-  const settle: Settle | undefined = settleGroups && ((args) => settleGroups.settle(pool, groupKey, args));
+  // A group settles bets of many players: on the real pool, not this player's bounded view of it.
+  const settle: Settle | undefined = settleGroups && ((args) => settleGroups.settle(unboundedPool(pool), groupKey, args));
   if (chainQueue) return chainQueue.run(String(input.hashChainId), () => settleOutcomeBet(pool, player, input, config, plan, settle));
   return settleOutcomeBet(pool, player, input, config, plan, settle);
 }
