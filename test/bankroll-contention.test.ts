@@ -13,6 +13,7 @@ import {
   type GraphQLClient,
   type TestServer,
 } from "@hubpkg/hub/test";
+import { createSettleGroups } from "../dist/src/fair/settle-group.js";
 
 /*
  * Bets of one currency share commits (hub_hidden.settle_outcome_bets): many
@@ -196,4 +197,30 @@ t.test("200 bets at once at the edge of the bankroll, three times: no accepted b
   const { rows: balances } = await hub.dbPool.query<{ user_id: string; amount: number }>("select user_id, amount from hub.balance where casino_id = $1 and currency_key = $2", [casinoId, CURRENCY]);
   t.equal(sum(ledger.map((r) => r.amount_delta)), sum(balances.map((b) => b.amount)) + bankroll.amount, "the ledger = the balances + the bankroll");
   checkBooks(t, ledger, bankroll.amount, new Map(balances.map((b) => [b.user_id, b.amount])));
+});
+
+t.test("a group whose statement fails settles its bets one by one: the failure reaches only the bet that caused it", async (t) => {
+  const CURRENCY = "GRP";
+  await createCurrency(hub.dbPool, { casinoId, key: CURRENCY, displayUnitName: "grp", displayUnitScale: 1 });
+  await createHouseBankroll(hub.dbPool, { casinoId, currencyKey: CURRENCY, amount: 1_000_000 });
+  const crowd = await players(6, CURRENCY, 1000);
+  const groups = createSettleGroups();
+  // The arguments of hub_hidden.settle_outcome_bet for a losing bet of 10 on the chain's next hash.
+  const argsOf = async (p: P, metadata: string | null) => {
+    const { rows } = await hub.dbPool.query<{ current_iteration: number }>("select current_iteration from hub.hash_chain where id = $1", [p.chainId]);
+    return [
+      p.userId, casinoId, experienceId, CURRENCY, null, 10, 0, 20, 0.5, "test", "grouped bet",
+      p.chainId, rows[0]!.current_iteration - 1, Buffer.alloc(32, 7), "seed", "GENERAL", -1, 1, [1, 1], [1, -1], metadata,
+    ];
+  };
+  const args = await Promise.all(crowd.map((p, i) => argsOf(p, i === 3 ? "{not json" : null)));
+  const settled = await Promise.allSettled(args.map((a) => groups.settle(hub.dbPool, `${casinoId} ${CURRENCY}`, a)));
+  t.match(settled[3], { status: "rejected", reason: { code: "22P02" } }, "the bet with malformed metadata fails with Postgres's own error");
+  const others = settled.filter((_, i) => i !== 3);
+  t.ok(others.every((r) => r.status === "fulfilled" && r.value.status === "settled"), "every other bet of the group settled");
+  const { rows } = await hub.dbPool.query<{ n: number }>("select count(*)::int as n from hub.outcome_bet where casino_id = $1 and currency_key = $2", [casinoId, CURRENCY]);
+  t.equal(rows[0]!.n, 5, "five bets stored, none for the failed one");
+  const bankroll = await bankrollOf(CURRENCY);
+  t.equal(bankroll.amount, 1_000_000 + 5 * 10, "the bankroll took the five wagers");
+  checkBooks(t, await ledgerOf(CURRENCY), bankroll.amount, new Map(crowd.map((p, i) => [p.userId, i === 3 ? 1000 : 990])));
 });
