@@ -8,8 +8,8 @@
  *
  *   shared  every bet updates the one house bankroll row of its currency
  *   own     each client's bets touch only its own rows (its own currency)
- *   grouped the shared row again, each commit carrying one bet of each of
- *           GROUP clients (the lock order settle_outcome_bets uses): what
+ *   grouped the shared row again, each commit carrying the bets of GROUP
+ *           players (one statement, players / GROUP clients): what
  *           grouping bets of one currency into one commit can reach
  *
  * pgbench is the PostgreSQL client tool (Debian: postgresql-client); without
