@@ -24,6 +24,7 @@ import { sampleLocks, type LockStats } from "./lib/locks.js";
 import { measureImportMs, measureStart, stopLeftoverPostgres, stopStartupServers, type StartMeasurement } from "./lib/startup.js";
 import { Target } from "./lib/target.js";
 import { postgresCpuSampler } from "./lib/pg-cpu.js";
+import { ceilingsMarkdown, measureCeilings, type CeilingsResult } from "./lib/pg-ceilings.js";
 import { ROOT, median, sleep } from "./lib/util.js";
 
 const HELP = `npm run bench -- [options]
@@ -36,6 +37,7 @@ const HELP = `npm run bench -- [options]
   --startup-runs N       warm starts to measure (default 3)
   --skip-startup         skip the start-up and idle-RSS measurements
   --skip-identity        skip the identity-cache evidence
+  --skip-ceilings        skip the database's own ceilings (pgbench; run with the outcome bet scenarios)
   --identity-requests N  requests per part of the identity-cache evidence (default 2000)
   --profile              after the timed rounds, one extra run per scenario and target under the
                          CPU profiler; profiles in bench/results/profiles/, summary in bench/results/profile.md
@@ -56,6 +58,7 @@ const { values: opts } = benchArgs(HELP, {
     "startup-runs": { type: "string", default: "3" },
     "skip-startup": { type: "boolean", default: false },
     "skip-identity": { type: "boolean", default: false },
+    "skip-ceilings": { type: "boolean", default: false },
     "identity-requests": { type: "string", default: "2000" },
     profile: { type: "boolean", default: false },
     pin: { type: "boolean", default: false },
@@ -274,6 +277,14 @@ async function main(): Promise<void> {
     log("seeding the outcome bet players (balances, bankrolls, hash chains)…");
     fixtures.fair = await seedFair(pool);
   }
+  // The database's own ceilings for bets, on this Postgres now: the hub's outcome bet rates are read against them.
+  let ceilings: CeilingsResult | undefined;
+  if (fixtures.fair && !opts["skip-ceilings"]) {
+    log(`pgbench ceilings (${rounds} × ${durationS} s each)…`);
+    ceilings = await measureCeilings(pool, hub.superuserDatabaseUrl, fixtures.fair.crowd, fixtures.currency, { durationS, rounds });
+    if (ceilings.skipped) log(`  skipped: ${ceilings.skipped}`);
+    for (const c of ceilings.ceilings) log(`  ${c.title}: ${c.betsPerSecond.toFixed(0)} bets/s (runs ${c.runs.map((x) => x.toFixed(0)).join(", ")})`);
+  }
   const postgresCpu = postgresCpuSampler(dataDir);
 
   // 3. Scenarios: check, warm up (discarded), then rounds interleaved hub, baseline(, bare).
@@ -375,9 +386,10 @@ async function main(): Promise<void> {
     notes,
     profileFile,
   });
+  const full = ceilings ? `${report}\n${ceilingsMarkdown(ceilings, results)}` : report;
   fs.mkdirSync(path.dirname(outFile), { recursive: true });
-  fs.writeFileSync(outFile, report);
-  process.stdout.write(`\n${report}\n`);
+  fs.writeFileSync(outFile, full);
+  process.stdout.write(`\n${full}\n`);
   log(`written to ${path.relative(ROOT, outFile)}`);
 }
 

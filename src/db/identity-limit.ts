@@ -36,6 +36,18 @@ export interface IdentityLimits {
 
 export const DEFAULT_IDENTITY_LIMITS = { connections: 3, queue: 256 } as const;
 
+// Each bounded view's real pool, for work done on behalf of many identities at once.
+const unbounded = new WeakMap<object, pg.Pool>();
+
+/**
+ * The real pool behind a per-identity view (the pool itself otherwise). For a
+ * statement serving several players at once, such as the settlement of a
+ * group of bets, which must not queue behind one of them's bound.
+ */
+export function unboundedPool(pool: pg.Pool): pg.Pool {
+  return unbounded.get(pool) ?? pool;
+}
+
 interface Waiter {
   grant(): void;
   timer: NodeJS.Timeout;
@@ -164,7 +176,7 @@ export function createIdentityPoolLimiter(pool: pg.Pool, limits: IdentityLimits)
   }
 
   function limited(key: string): pg.Pool {
-    return new Proxy(pool, {
+    const view = new Proxy(pool, {
       get(target, prop) {
         if (prop === "connect") {
           return (callback?: (err: Error | undefined, client?: pg.PoolClient, done?: pg.PoolClient["release"]) => void) => {
@@ -196,6 +208,8 @@ export function createIdentityPoolLimiter(pool: pg.Pool, limits: IdentityLimits)
         return boundProperty(target, prop);
       },
     });
+    unbounded.set(view, pool);
+    return view;
   }
 
   return {

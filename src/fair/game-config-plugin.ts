@@ -8,6 +8,7 @@ import { access, context, lambda, sideEffect } from "grafast";
 import { extendSchema, gql } from "graphile-utils";
 import type { Identity } from "../auth/identity.js";
 import { requirePlayer } from "./hash-chain-plugin.js";
+import { createSettleGroups } from "./settle-group.js";
 import { createChainQueue } from "./chain-queue.js";
 import { makeOutcomeBet, type CustomGameConfigMap, type MakeOutcomeBetInput, type OutcomeBetConfigMap } from "./outcome-bet.js";
 import { playerRiskLimits } from "./risk.js";
@@ -59,6 +60,7 @@ export function HubGameConfigPlugin(options: HubGameConfigOptions): GraphileConf
     if (!outcomeBetResource) throw new Error("HubGameConfigPlugin: hub.outcome_bet is missing from the schema (is the `hub` schema migrated?)");
     // Built once per server's schema: each server queues its own bets per chain.
     const chainQueue = createChainQueue();
+    const settleGroups = createSettleGroups();
     const outcomeTypes = outcomeKinds.length
       ? `
       "The kinds of hubMakeOutcomeBet this hub offers (HubGameConfigPlugin's outcomeBetConfigs)."
@@ -127,6 +129,7 @@ export function HubGameConfigPlugin(options: HubGameConfigOptions): GraphileConf
                         bet,
                         outcomeBetConfigs[bet.kind]!,
                         chainQueue,
+                        settleGroups,
                       );
                     });
                   },

@@ -8,12 +8,14 @@ import type pg from "pg";
 import { ErrorCode } from "../errors.js";
 import { clientError } from "../graphql/client-error.js";
 import { withPgPoolTransaction } from "../db/pools.js";
+import { unboundedPool } from "../db/identity-limit.js";
 import { dbLockHubHashChain } from "./db.js";
 import { getIntermediateHash } from "./chain-secret.js";
 import { outcomeIndexOf } from "./hash.js";
 import { riskLimitsOf, validateRisk, type RiskLimits, type RiskPolicy } from "./risk.js";
 import { MAX_AMOUNT, exactNet } from "../money/exact.js";
 import type { ChainQueue } from "./chain-queue.js";
+import { settleOne, type SettleGroups, type SettleOutcomeArgs, type SettleRow } from "./settle-group.js";
 import { betMetadataJson, settleBetArgs, settleRefusalError, type SettleBetInput, type SettleRefusal } from "../money/settle.js";
 
 export interface OutcomeBetConfig {
@@ -143,6 +145,8 @@ interface BetState {
 
 type Player = { userId: string; casinoId: string; experienceId: string };
 type Queryable = Pick<pg.ClientBase, "query">;
+/** How a try settles its bet: alone on its connection, or grouped with bets of its currency. */
+type Settle = (args: SettleOutcomeArgs) => Promise<SettleRow>;
 
 const badChain = (hashChainId: string, why: string): MakeOutcomeBetResult => ({
   __typename: "HubBadHashChainError",
@@ -163,6 +167,7 @@ async function tryOutcomeBet(
   input: MakeOutcomeBetInput,
   config: OutcomeBetConfig,
   plan: OutcomePlan,
+  settle: Settle = (args) => settleOne(db, args),
 ): Promise<MakeOutcomeBetResult | "chain-moved"> {
   const { userId, casinoId, experienceId } = player;
   const { wager, currency, outcomes, hashChainId, clientSeed } = input;
@@ -197,18 +202,15 @@ async function tryOutcomeBet(
   if (derived.type === "error") throw new Error(`hubMakeOutcomeBet: cannot derive hash ${iteration} of chain ${hashChainId}: ${derived.reason}`);
   const outcomeIdx = outcomeIndexOf({ serverHash: derived.hash, clientSeed, weights: outcomes.map((o) => o.weight) });
   const net = plan.nets[outcomeIdx]!;
-  const written = await db.query<{ status: "settled" | "chain-moved" | SettleRefusal; balance: number | null; bet_id: string | null }>({
-    name: "hub-outcome-bet-settle",
-    text: "select status, balance, bet_id from hub_hidden.settle_outcome_bet($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)",
-    values: [
-      ...settleBetArgs({ ...settleInput, payout: wager + net, actor: "hub:hubMakeOutcomeBet", reason: `outcome bet ${input.kind}` }, null),
-      hashChainId, iteration, Buffer.from(derived.hash), clientSeed,
-      input.kind, outcomes[outcomeIdx]!.profit, outcomeIdx,
-      config.saveOutcomes ? outcomes.map((o) => o.weight) : [], config.saveOutcomes ? outcomes.map((o) => o.profit) : [],
-      betMetadataJson(input.metadata, "hubMakeOutcomeBet"),
-    ],
-  });
-  const { status, balance, bet_id: betId } = written.rows[0]!;
+  const written = await settle([
+    ...settleBetArgs({ ...settleInput, payout: wager + net, actor: "hub:hubMakeOutcomeBet", reason: `outcome bet ${input.kind}` }, null),
+    hashChainId, iteration, Buffer.from(derived.hash), clientSeed,
+    input.kind, outcomes[outcomeIdx]!.profit, outcomeIdx,
+    config.saveOutcomes ? outcomes.map((o) => o.weight) : [], config.saveOutcomes ? outcomes.map((o) => o.profit) : [],
+    betMetadataJson(input.metadata, "hubMakeOutcomeBet"),
+  ]);
+  const status = written.status as "settled" | "chain-moved" | SettleRefusal;
+  const { balance, bet_id: betId } = written;
   if (status === "chain-moved") return status;
   if (status === "no-cover") {
     // The refusal depends on the largest win, not the drawn outcome: it reveals nothing.
@@ -227,7 +229,9 @@ const OPTIMISTIC_TRIES = 3;
  * statement is its own. When other bets of the same player keep taking the
  * chain's next hash (bets of one chain from several servers at once; within
  * a server the chainQueue keeps them apart), the last try locks the chain
- * first, in a transaction, so it cannot lose again.
+ * first, in a transaction, so it cannot lose again. With settleGroups, the
+ * optimistic tries' settlements share commits with other bets of the same
+ * casino and currency (src/fair/settle-group.ts).
  */
 export async function makeOutcomeBet(
   pool: pg.Pool,
@@ -235,15 +239,26 @@ export async function makeOutcomeBet(
   input: MakeOutcomeBetInput,
   config: OutcomeBetConfig,
   chainQueue?: ChainQueue,
+  settleGroups?: SettleGroups,
 ): Promise<MakeOutcomeBetResult> {
   const plan = checkOutcomeBetInput(input, config);
-  if (chainQueue) return chainQueue.run(String(input.hashChainId), () => settleOutcomeBet(pool, player, input, config, plan));
-  return settleOutcomeBet(pool, player, input, config, plan);
+  const groupKey = `${player.casinoId} ${input.currency}`;
+  // A group settles bets of many players: on the real pool, not this player's bounded view of it.
+  const settle: Settle | undefined = settleGroups && ((args) => settleGroups.settle(unboundedPool(pool), groupKey, args));
+  if (chainQueue) return chainQueue.run(String(input.hashChainId), () => settleOutcomeBet(pool, player, input, config, plan, settle));
+  return settleOutcomeBet(pool, player, input, config, plan, settle);
 }
 
-async function settleOutcomeBet(pool: pg.Pool, player: Player, input: MakeOutcomeBetInput, config: OutcomeBetConfig, plan: OutcomePlan): Promise<MakeOutcomeBetResult> {
+async function settleOutcomeBet(
+  pool: pg.Pool,
+  player: Player,
+  input: MakeOutcomeBetInput,
+  config: OutcomeBetConfig,
+  plan: OutcomePlan,
+  settle: Settle | undefined,
+): Promise<MakeOutcomeBetResult> {
   for (let attempt = 1; attempt < OPTIMISTIC_TRIES; attempt++) {
-    const result = await tryOutcomeBet(pool, player, input, config, plan);
+    const result = await tryOutcomeBet(pool, player, input, config, plan, settle);
     if (result !== "chain-moved") return result;
   }
   return withPgPoolTransaction(pool, async (pgClient) => {
