@@ -79,6 +79,8 @@ export const ErrorCodes = {
   CHAT_NOT_FOUND: "A chat operation names a player, experience or message that does not exist, or a player outside the casino or experience it acts in.",
   CHAT_NOT_MUTED: "hubChatUnmuteUser: the player has no mute in force to end.",
   CHAT_MUTE_INVALID: "hubChatMuteUser: expiredAt is not in the future, or the reason has more than 500 characters.",
+  BANKROLL_NOT_FOUND: "updateHubBankrollById: no house bankroll has the given id.",
+  READ_ONLY_FIELD: "An update's patch changes a field the hub keeps itself (a bankroll's bets, wagered, expected value or keys): only amount may differ.",
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCodes;
