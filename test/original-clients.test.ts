@@ -669,8 +669,9 @@ const ORIGINAL_FIELDS: Record<string, Record<string, string>> = {
   HubCasino: {
     id: "UUID!",
     name: "String!",
-    baseUrl: "String",
-    graphqlUrl: "String",
+    // Non-null as in the original: a casino without an address answers "".
+    baseUrl: "String!",
+    graphqlUrl: "String!",
     isPlayground: "Boolean!",
     createdAt: "Datetime!",
   },
