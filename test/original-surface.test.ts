@@ -3,12 +3,16 @@ import t from "tap";
 import fs from "node:fs";
 import path from "node:path";
 import { createHash } from "node:crypto";
+import http from "node:http";
+import { SignJWT, exportJWK, generateKeyPair } from "jose";
 import { buildSchema, parse, isObjectType, isInputObjectType, isEnumType, type GraphQLField, type GraphQLSchema, type DefinitionNode } from "graphql";
 import { createCurrency, createHouseBankroll, getHouseBankroll, startTestServer, type TestServer } from "@hubpkg/hub/test";
 import { gql } from "./helpers/http.js";
 import { makeOperator, makePlayer } from "./helpers/credentials.js";
 import { ROOT } from "./helpers/process.js";
 import { tmpDir } from "./helpers/tmp.js";
+// Internal (not a public sub-path): the recorder the token exchange calls.
+import { recordJwkSet } from "../dist/src/auth/jwk-sets.js";
 
 /*
  * The rest of the original's surface, over real HTTP on a real database:
@@ -57,7 +61,7 @@ t.test("the exported SDL has the original's types for every item built, field fo
     return Object.fromEntries(
       fields.map((f) => {
         if (!("arguments" in f)) return [f.name.value, printType(f.type)];
-        const args = (f.arguments ?? []).map((a) => `${a.name.value}: ${printType(a.type)}`).join(", ");
+        const args = (f.arguments ?? []).map((a) => `${a.name.value}: ${printType(a.type)}`).sort().join(", ");
         return [f.name.value, `${args} -> ${printType(f.type)}`];
       }),
     );
@@ -69,7 +73,7 @@ t.test("the exported SDL has the original's types for every item built, field fo
   }
   function shapeOf(schema: GraphQLSchema, name: string): Record<string, string> | undefined {
     const type = schema.getType(name);
-    const shape = (f: GraphQLField<unknown, unknown>) => `${f.args.map((a) => `${a.name}: ${String(a.type)}`).join(", ")} -> ${String(f.type)}`;
+    const shape = (f: GraphQLField<unknown, unknown>) => `${f.args.map((a) => `${a.name}: ${String(a.type)}`).sort().join(", ")} -> ${String(f.type)}`;
     if (isObjectType(type)) return Object.fromEntries(Object.values(type.getFields()).map((f) => [f.name, shape(f)]));
     if (isInputObjectType(type)) return Object.fromEntries(Object.values(type.getFields()).map((f) => [f.name, String(f.type)]));
     if (isEnumType(type)) return Object.fromEntries(type.getValues().map((v) => [v.name, v.name]));
@@ -242,4 +246,104 @@ t.test("credentials in clear: looked up through the digest, answered masked", as
   t.notMatch(JSON.stringify(secret.body), "controller-key-123", "the controller key is never returned");
   t.same((await gql(hub.url, S, { id: hub.playgroundCasinoId }, op.header)).body.data?.hubCasinoSecretById, null, "null for a casino without a stored key");
   t.same((await gql(hub.url, S, { id: casinoId }, player.header)).body.data?.hubCasinoSecretById, null, "null for a player");
+});
+
+const CLAIM = `mutation($c: String!) { hubClaimFaucet(input: { currency: $c }) { faucetClaim { id amount currencyKey userId experienceId hubUserByUserId { uname } } balance { amount } } }`;
+const SET_FAUCET = `mutation($casinoId: UUID!, $key: String!, $amount: Float, $cooldown: Int) {
+  hubSetFaucet(input: { casinoId: $casinoId, currencyKey: $key, amount: $amount, cooldownSeconds: $cooldown }) { enabled amount cooldownSeconds }
+}`;
+
+t.test("the faucet: an operator enables a currency; a player claims once per cooldown, through the ledger", async (t) => {
+  const op = await makeOperator(hub.superuserDatabaseUrl);
+  const alice = await makePlayer(hub.superuserDatabaseUrl, "faucet-alice");
+  const bob = await makePlayer(hub.superuserDatabaseUrl, "faucet-bob");
+  const casinoId = alice.casinoId;
+  await createCurrency(hub.dbPool, { casinoId, key: "DRIP" });
+
+  t.equal(codeOf(await gql(hub.url, CLAIM, { c: "DRIP" }, alice.header)), "FAUCET_NOT_ENABLED", "nothing to claim before the operator enables it");
+  t.equal(codeOf(await gql(hub.url, SET_FAUCET, { casinoId, key: "DRIP", amount: 100 }, alice.header)), "FORBIDDEN", "a player cannot enable it");
+  t.equal(codeOf(await gql(hub.url, SET_FAUCET, { casinoId, key: "NOPE", amount: 100 }, op.header)), "UNKNOWN_CURRENCY");
+  t.equal(codeOf(await gql(hub.url, SET_FAUCET, { casinoId, key: "DRIP", amount: 0.5 }, op.header)), "INVALID_AMOUNT");
+  const enabled = await gql(hub.url, SET_FAUCET, { casinoId, key: "DRIP", amount: 100, cooldown: 3600 }, op.header);
+  t.same(enabled.body.data?.hubSetFaucet, { enabled: true, amount: 100, cooldownSeconds: 3600 });
+
+  const first = await gql(hub.url, CLAIM, { c: "DRIP" }, alice.header);
+  t.equal(first.body.errors, undefined);
+  const claim = first.body.data?.hubClaimFaucet;
+  t.match(claim, { faucetClaim: { amount: 100, currencyKey: "DRIP", userId: alice.userId, experienceId: alice.experienceId, hubUserByUserId: { uname: "faucet-alice" } }, balance: { amount: 100 } });
+
+  const again = await gql(hub.url, CLAIM, { c: "DRIP" }, alice.header);
+  t.equal(codeOf(again), "FAUCET_TOO_SOON", "a second claim within the cooldown is refused");
+  const wait = again.body.errors?.[0]?.extensions?.retryAfterSeconds as number;
+  t.ok(wait > 3500 && wait <= 3600, `and says how long to wait (${wait} s)`);
+
+  // Ten claims at once by bob: exactly one passes.
+  const burst = await Promise.all(Array.from({ length: 10 }, () => gql(hub.url, CLAIM, { c: "DRIP" }, bob.header)));
+  t.equal(burst.filter((r) => !r.body.errors).length, 1, "of concurrent claims exactly one is credited");
+  t.same([...new Set(burst.filter((r) => r.body.errors).map(codeOf))], ["FAUCET_TOO_SOON"], "the others are refused as too soon");
+
+  const ledger = await hub.dbPool.query<{ user_id: string; amount_delta: number; reason: string; actor: string }>(
+    "select user_id, amount_delta, reason, actor from hub.ledger where currency_key = 'DRIP' and casino_id = $1 order by id",
+    [casinoId],
+  );
+  t.same(ledger.rows, [
+    { user_id: alice.userId, amount_delta: 100, reason: "faucet", actor: `user:${alice.userId}` },
+    { user_id: bob.userId, amount_delta: 100, reason: "faucet", actor: `user:${bob.userId}` },
+  ], "each claim is one ledger credit");
+
+  const mine = await gql(hub.url, "{ allHubFaucetClaims { nodes { userId } } hubCurrentUser { hubFaucetClaimsByUserId { totalCount } } }", {}, alice.header);
+  t.same(mine.body.data, { allHubFaucetClaims: { nodes: [{ userId: alice.userId }] }, hubCurrentUser: { hubFaucetClaimsByUserId: { totalCount: 1 } } }, "a player sees only their own claims");
+  const byId = await gql(hub.url, "query($id: UUID!) { hubFaucetClaimById(id: $id) { id } }", { id: claim.faucetClaim.id }, bob.header);
+  t.same(byId.body.data, { hubFaucetClaimById: null }, "and not another player's by id");
+  const all = await gql(hub.url, "query($id: UUID!) { hubFaucetClaimById(id: $id) { id } hubCasinoById(id: $c) { hubFaucetClaimsByCasinoId(condition: { currencyKey: \"DRIP\" }) { totalCount } } }".replace("$id: UUID!)", "$id: UUID!, $c: UUID!)"), { id: claim.faucetClaim.id, c: casinoId }, op.header);
+  t.same(all.body.data, { hubFaucetClaimById: { id: claim.faucetClaim.id }, hubCasinoById: { hubFaucetClaimsByCasinoId: { totalCount: 2 } } }, "the operator sees them all");
+
+  const disabled = await gql(hub.url, SET_FAUCET, { casinoId, key: "DRIP", amount: null }, op.header);
+  t.same(disabled.body.data?.hubSetFaucet, { enabled: false, amount: null, cooldownSeconds: null });
+  const carol = await makePlayer(hub.superuserDatabaseUrl, "faucet-carol");
+  t.equal(codeOf(await gql(hub.url, CLAIM, { c: "DRIP" }, carol.header)), "FAUCET_NOT_ENABLED", "disabled again");
+  t.equal(codeOf(await gql(hub.url, CLAIM, { c: "DRIP" }, op.header)), "FORBIDDEN", "an operator does not claim");
+  t.equal(codeOf(await gql(hub.url, CLAIM, { c: "DRIP" })), "UNAUTHENTICATED");
+});
+
+t.test("JWK sets: the keys a casino's JWKS URL served are kept, with a snapshot per distinct set, for operators", async (t) => {
+  const op = await makeOperator(hub.superuserDatabaseUrl);
+  const { publicKey, privateKey } = await generateKeyPair("ES256");
+  const jwk = { ...(await exportJWK(publicKey)), kid: "k1", alg: "ES256", use: "sig" };
+  const server = http.createServer((_req, res) => {
+    res.setHeader("content-type", "application/json");
+    res.end(JSON.stringify({ keys: [jwk] }));
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  t.teardown(() => server.close());
+  const jwksUrl = `http://127.0.0.1:${(server.address() as import("node:net").AddressInfo).port}/jwks.json`;
+  const added = await gql(hub.url, `mutation($u: String!) { hubAddCasino(input: { name: "jwk-casino", jwksUrl: $u }) { casinoId } }`, { u: jwksUrl }, op.header);
+  const casinoId = added.body.data?.hubAddCasino.casinoId as string;
+  const SETS = `query($c: UUID!) { hubJwkSetByCasinoId(casinoId: $c) { casinoId jwks updatedAt hubCasinoByCasinoId { name } }
+    hubCasinoById(id: $c) { hubJwkSetByCasinoId { casinoId } hubJwkSetSnapshotsByCasinoId { nodes { id jwks } } } }`;
+  t.same((await gql(hub.url, SETS, { c: casinoId }, op.header)).body.data?.hubJwkSetByCasinoId, null, "nothing fetched yet");
+
+  const AUTH = "mutation($c: UUID!, $t: String!) { hubAuthenticate(input: { casinoId: $c, userToken: $t }) { user { uname } } }";
+  for (const uname of ["jwk-yuki", "jwk-kai"]) {
+    const token = await new SignJWT({ uname }).setProtectedHeader({ alg: "ES256", kid: "k1" }).setExpirationTime("1m").sign(privateKey);
+    const res = await gql(hub.url, AUTH, { c: casinoId, t: token });
+    t.equal(res.body.errors, undefined, `${uname} authenticated`);
+  }
+  const sets = await gql(hub.url, SETS, { c: casinoId }, op.header);
+  t.equal(sets.body.errors, undefined);
+  t.match(sets.body.data?.hubJwkSetByCasinoId, { casinoId, jwks: { keys: [jwk] }, hubCasinoByCasinoId: { name: "jwk-casino" } });
+  const snapshots = sets.body.data?.hubCasinoById.hubJwkSetSnapshotsByCasinoId.nodes as { id: string; jwks: unknown }[];
+  t.same(snapshots.map((s) => s.jwks), [{ keys: [jwk] }], "one snapshot for the one set that verified both tokens");
+
+  const rotated = { keys: [{ ...jwk, kid: "k2" }] };
+  await recordJwkSet(hub.dbPool, casinoId, rotated);
+  const after = await gql(hub.url, SETS, { c: casinoId }, op.header);
+  t.same(after.body.data?.hubJwkSetByCasinoId.jwks, rotated, "the latest set replaces the previous");
+  t.same((after.body.data?.hubCasinoById.hubJwkSetSnapshotsByCasinoId.nodes as { jwks: unknown }[]).map((s) => s.jwks), [{ keys: [jwk] }, rotated], "and a second snapshot is kept");
+  const byId = await gql(hub.url, "query($id: UUID!) { hubJwkSetSnapshotById(id: $id) { id casinoId } }", { id: snapshots[0]!.id }, op.header);
+  t.same(byId.body.data, { hubJwkSetSnapshotById: { id: snapshots[0]!.id, casinoId } });
+
+  const player = await makePlayer(hub.superuserDatabaseUrl, "jwk-reader");
+  const asPlayer = await gql(hub.url, "query($c: UUID!, $id: UUID!) { hubJwkSetByCasinoId(casinoId: $c) { casinoId } hubJwkSetSnapshotById(id: $id) { id } }", { c: casinoId, id: snapshots[0]!.id }, player.header);
+  t.same(asPlayer.body.data, { hubJwkSetByCasinoId: null, hubJwkSetSnapshotById: null }, "players see none of it");
 });
