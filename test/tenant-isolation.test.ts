@@ -30,7 +30,8 @@ import { loadSchemaModel, printType, selectionOf, type SchemaModel } from "./hel
  *    (so the house rows of the ledger are hidden). Casino-scoped tables
  *    (currency) have only casinoId, so the whole casino sees them;
  *  - the house bankroll (HubBankroll), the transfer worker's items
- *    (HubTransferJob) and transfer settings are the casino's business: no
+ *    (HubTransferJob), transfer settings and the token keys fetched (HubJwkSet,
+ *    HubJwkSetSnapshot) are the casino's business: no
  *    player sees any of them;
  *  - a type with none of those columns (api keys): nothing.
  *  - the chat is the experience's: a message (not hidden) and a mod are seen by
@@ -41,7 +42,7 @@ import { loadSchemaModel, printType, selectionOf, type SchemaModel } from "./hel
 
 const OWNER_FIELDS = ["userId", "casinoId", "experienceId"] as const;
 /** The casino's business: rows no player sees at all (the house bankroll, the transfer worker's state and settings). */
-const OPERATOR_ONLY = new Set(["HubBankroll", "HubTransferJob", "HubCasinoTransferConfig"]);
+const OPERATOR_ONLY = new Set(["HubBankroll", "HubTransferJob", "HubCasinoTransferConfig", "HubJwkSet", "HubJwkSetSnapshot"]);
 
 type Row = Record<string, any>;
 type Who =
@@ -107,6 +108,9 @@ async function seed() {
     await db.query("update hub.casino set base_url = $2 where id = $1", [casinoId, `https://${c}.example`]);
     await db.query("insert into hub.casino_transfer_config (casino_id) values ($1)", [casinoId]);
     await db.query("insert into hub.transfer_job (kind, casino_id, status) values ('POLL', $1, 'DONE')", [casinoId]);
+    // The casino's token keys as fetched, and a snapshot of them.
+    await db.query("insert into hub.jwk_set (casino_id, jwks) values ($1, $2)", [casinoId, { keys: [{ kid: c }] }]);
+    await db.query("insert into hub.jwk_set_snapshot (casino_id, jwks) values ($1, $2)", [casinoId, { keys: [{ kid: c }] }]);
     // The same currency keys in both casinos: a lookup by key alone would mix them up.
     for (const key of ["CHIPS", "GEMS"]) {
       await db.query("insert into hub.currency (key, casino_id, display_unit_name, display_unit_scale) values ($1, $2, $1, 1)", [key, casinoId]);
@@ -165,6 +169,7 @@ async function seed() {
       );
     }
     await db.query("insert into hub.chat_mute (casino_id, experience_id, user_id, reason, muted_by) values ($1, $2, $3, 'seed', 'seed')", [p.casinoId, p.experienceId, p.userId]);
+    await db.query("insert into hub.faucet_claim (user_id, casino_id, experience_id, currency_key, amount) values ($1, $2, $3, 'GEMS', 3)", [p.userId, p.casinoId, p.experienceId]);
   }
   // Per experience, a system message; bob is a mod of exp-1 in each casino.
   for (const c of CASINOS) for (const e of EXPERIENCES) {
