@@ -8,7 +8,9 @@ import { SignJWT, exportJWK, generateKeyPair } from "jose";
 import { buildSchema, parse, isObjectType, isInputObjectType, isEnumType, type GraphQLField, type GraphQLSchema, type DefinitionNode } from "graphql";
 import { createCurrency, createHouseBankroll, getHouseBankroll, startTestServer, type TestServer } from "@hubpkg/hub/test";
 import { gql } from "./helpers/http.js";
-import { makeOperator, makePlayer } from "./helpers/credentials.js";
+import { makeOperator, makePlayer, withPool } from "./helpers/credentials.js";
+// Internal: a session whose key is a UUID, as the original issued them.
+import { createSession } from "../dist/src/auth/credentials.js";
 import { ROOT } from "./helpers/process.js";
 import { tmpDir } from "./helpers/tmp.js";
 // Internal (not a public sub-path): the recorder the token exchange calls.
@@ -229,6 +231,17 @@ t.test("credentials in clear: looked up through the digest, answered masked", as
   t.same((await gql(hub.url, Q, { k: "0190f3a0-0000-7000-8000-000000000000" }, op.header)).body.data, { hubApiKeyByKey: null }, "an unknown key is null");
   t.same((await gql(hub.url, Q, { k: other.key }, player.header)).body.data, { hubApiKeyByKey: null }, "a player learns nothing");
   t.same((await gql(hub.url, Q, { k: other.key })).body.data, { hubApiKeyByKey: null }, "nor does an anonymous request");
+
+  const C = "query($k: UUID) { allHubApiKeys(condition: { key: $k }) { nodes { id } } }";
+  t.same((await gql(hub.url, C, { k: other.key }, op.header)).body.data?.allHubApiKeys.nodes, [{ id: other.id }], "condition { key } compares digests");
+  t.same((await gql(hub.url, C, { k: null }, op.header)).body.data?.allHubApiKeys.nodes, [], "a null key matches nothing");
+  t.same((await gql(hub.url, C, { k: other.key }, player.header)).body.data?.allHubApiKeys.nodes, [], "a player sees no key through it");
+  const uuidSession = await withPool(hub.superuserDatabaseUrl, async (pool) => {
+    const user = await pool.query<{ id: string; casino_id: string }>("select id, casino_id from hub.user where id = $1", [player.userId]);
+    return createSession(pool, { userId: user.rows[0]!.id, casinoId: user.rows[0]!.casino_id, experienceId: player.experienceId });
+  });
+  const SC = "query($k: UUID) { allHubSessions(condition: { key: $k }) { nodes { id } } }";
+  t.same((await gql(hub.url, SC, { k: uuidSession.token }, op.header)).body.data?.allHubSessions.nodes, [{ id: uuidSession.sessionId }], "sessions too, by the digest of their key");
 
   const session = await gql(hub.url, "{ hubCurrentSession { id key userToken } }", {}, player.header);
   t.same(session.body.data?.hubCurrentSession, { id: player.sessionId, key: "00000000-0000-0000-0000-000000000000", userToken: "00000000-0000-0000-0000-000000000000" });

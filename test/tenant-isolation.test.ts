@@ -42,6 +42,8 @@ import { loadSchemaModel, printType, selectionOf, type SchemaModel } from "./hel
 
 const OWNER_FIELDS = ["userId", "casinoId", "experienceId"] as const;
 /** The casino's business: rows no player sees at all (the house bankroll, the transfer worker's state and settings). */
+/** Lookups by a value the hub answers masked (the key is stored only as a digest): test/original-surface.test.ts looks them up by the real key. */
+const MASKED_LOOKUPS = new Set(["hubApiKeyByKey"]);
 const OPERATOR_ONLY = new Set(["HubBankroll", "HubTransferJob", "HubCasinoTransferConfig", "HubJwkSet", "HubJwkSetSnapshot"]);
 
 type Row = Record<string, any>;
@@ -399,7 +401,9 @@ async function checkIdentity(who: Who, opts: { relations: boolean } = { relation
   const lookupJobs: { doc: string; variables: Record<string, unknown>; checks: { alias: string; type: string; row: Row; field: string }[] }[] = [];
   for (const lookup of model.lookups) {
     const rows = universe.get(lookup.type) ?? [];
-    const usable = rows.filter((row) => lookup.args.every((a) => row[a.name] !== null && row[a.name] !== undefined));
+    // A masked value (an API key's key) or a casino's missing address ("") names no row to look up.
+    if (MASKED_LOOKUPS.has(lookup.field)) continue;
+    const usable = rows.filter((row) => lookup.args.every((a) => row[a.name] !== null && row[a.name] !== undefined && row[a.name] !== ""));
     for (let start = 0; start < usable.length; start += 40) {
       const batch = usable.slice(start, start + 40);
       const vars: string[] = [];
@@ -647,16 +651,19 @@ t.test("identities interleaved at once: no row of one request reaches another (p
   for (const c of checkers.values()) report(t, c);
 });
 
+// The original's two operator updates, written by hand: operators only, amounts through the ledger (test/original-surface.test.ts).
+const ORIGINAL_UPDATES = new Set(["updateHubBankrollById", "updateHubCasinoById", "type HubBankrollPatch", "type HubCasinoPatch", "type UpdateHubBankrollPayload", "type UpdateHubCasinoPayload"]);
+
 t.test("no generated create/update/delete mutation for any table", async (t) => {
   const mutation = model.mutationType ? model.types.get(model.mutationType)! : undefined;
-  const names = (mutation?.fields ?? []).map((f) => f.name);
+  const names = (mutation?.fields ?? []).map((f) => f.name).filter((n) => !ORIGINAL_UPDATES.has(n));
   const crud: string[] = [];
   for (const type of model.tables.keys()) {
     for (const name of names) if (new RegExp(`^(create|update|delete|upsert)${type}(By|$)`).test(name)) crud.push(name);
     for (const suffix of ["Patch", "Input"]) if (model.types.has(`${type}${suffix}`)) crud.push(`type ${type}${suffix}`);
     for (const verb of ["Create", "Update", "Delete", "Upsert"]) if (model.types.has(`${verb}${type}Payload`)) crud.push(`type ${verb}${type}Payload`);
   }
-  t.same(crud, [], `no CRUD mutation or input type for the ${model.tables.size} table types`);
+  t.same(crud.filter((n) => !ORIGINAL_UPDATES.has(n)), [], `no CRUD mutation or input type for the ${model.tables.size} table types`);
   t.same(names.filter((n) => /^(create|update|delete|upsert)[A-Z]/.test(n)), [], "no mutation named create*/update*/delete*/upsert*");
   t.comment(`mutations: ${names.join(", ")}`);
   t.ok(names.length > 0, "the mutation type was read");

@@ -1,5 +1,6 @@
 import { access, connection, constant, context, EdgeStep, first, inhibitOnNull, lambda, sideEffect } from "grafast";
-import { extendSchema, gql } from "graphile-utils";
+import { addPgTableCondition, extendSchema, gql } from "graphile-utils";
+import type { GraphQLInputType } from "graphql";
 import type pg from "pg";
 import type { Identity } from "../auth/identity.js";
 import { digest } from "../auth/credentials.js";
@@ -361,4 +362,25 @@ export const HubPatchNamesPlugin: GraphileConfig.Plugin = {
   },
 };
 
-export const originalSurfacePlugins: GraphileConfig.Plugin[] = [HubPatchNamesPlugin, HubCasinoUrlsPlugin, HubMaskedCredentialsPlugin, HubOperatorUpdatesPlugin];
+/**
+ * `condition: { key }` on API keys and sessions, as the original has it: the
+ * given key's digest is compared with the stored digest (the key itself is
+ * not stored). A null key matches nothing, as no stored key is null.
+ */
+function keyCondition(tableName: string, lookup: string, description: string): GraphileConfig.Plugin {
+  const plugin = addPgTableCondition(
+    { schemaName: "hub", tableName },
+    "key",
+    (build) => ({ type: build.getTypeByName("UUID") as GraphQLInputType, description }),
+    (value, { sql, sqlTableAlias }) =>
+      value == null
+        ? sql`false`
+        : sql`${sqlTableAlias}.id = hub_hidden.${sql.identifier(lookup)}(${sql.value(String(value))})`,
+  );
+  return { ...plugin, name: `${plugin.name}_${tableName}_key` };
+}
+
+export const HubApiKeyKeyConditionPlugin = keyCondition("api_key", "api_key_id_by_key", "The API key with this key, compared through its digest.");
+export const HubSessionKeyConditionPlugin = keyCondition("session", "session_id_by_key", "The session with this key, compared through its digest.");
+
+export const originalSurfacePlugins: GraphileConfig.Plugin[] = [HubApiKeyKeyConditionPlugin, HubSessionKeyConditionPlugin, HubPatchNamesPlugin, HubCasinoUrlsPlugin, HubMaskedCredentialsPlugin, HubOperatorUpdatesPlugin];

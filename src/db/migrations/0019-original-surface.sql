@@ -86,3 +86,15 @@ alter table hub.jwk_set_snapshot enable row level security;
 grant select on hub.jwk_set, hub.jwk_set_snapshot to app_postgraphile;
 create policy select_jwk_set on hub.jwk_set for select using (hub_hidden.is_operator());
 create policy select_jwk_set_snapshot on hub.jwk_set_snapshot for select using (hub_hidden.is_operator());
+
+-- The original's `condition: { key }` on API keys and sessions: the digest
+-- columns stay unreadable to GraphQL, so the comparison runs here. Keys issued
+-- as UUIDs are lower case; a key's digest is SHA-256 of its text.
+create function hub_hidden.api_key_id_by_key(key text) returns uuid
+  language sql stable security definer set search_path = pg_catalog as $fn$
+  select id from hub.api_key where key_digest = sha256(convert_to(lower(key), 'UTF8'))
+$fn$;
+create function hub_hidden.session_id_by_key(key text) returns uuid
+  language sql stable security definer set search_path = pg_catalog as $fn$
+  select id from hub.session where token_digest = sha256(convert_to(lower(key), 'UTF8'))
+$fn$;
