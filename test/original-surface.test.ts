@@ -207,6 +207,8 @@ t.test("the casino's ids: mpUserId and mpExperienceId are derived from names, wi
   const ordered = await gql(hub.url, "{ allHubUsers(orderBy: [MP_USER_ID_ASC]) { nodes { mpUserId } } }", {}, op.header);
   const ids = (ordered.body.data?.allHubUsers.nodes as { mpUserId: string }[]).map((n) => n.mpUserId);
   t.same(ids, [...ids].sort(), "ordered by mpUserId");
+  const searched = await gql(hub.url, '{ hubUserSearch(nameContains: "id-bearer") { nodes { id mpUserId } } }', {}, op.header);
+  t.same(searched.body.data?.hubUserSearch.nodes, [{ id: user.id, mpUserId: user.mpUserId }], "hubUserSearch answers it too");
   const other = await makePlayer(hub.superuserDatabaseUrl, "someone-else");
   const hidden = await gql(hub.url, "query($m: UUID!) { allHubUsers(condition: { mpUserId: $m }) { nodes { id } } }", { m: uuidOf(`${other.casinoId}:someone-else`) }, player.header);
   t.same(hidden.body.data?.allHubUsers.nodes, [], "a player does not find another player through it");

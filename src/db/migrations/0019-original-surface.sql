@@ -6,6 +6,15 @@ alter table hub.user
   add column mp_user_id uuid not null generated always as (md5(casino_id::text || ':' || uname)::uuid) stored;
 create index on hub.user (mp_user_id);
 grant select (mp_user_id) on hub.user to app_postgraphile;
+-- hubUserSearch lists the row type's columns: it gains the new one.
+create or replace function hub.user_search(name_contains text) returns setof hub.user
+language sql stable
+as $fn$
+  -- The row type has a column GraphQL may not read (client_id_digest): left null.
+  select u.id, u.casino_id, u.uname, u.created_at, null::bytea, u.mp_user_id from hub.user u
+   where strpos(lower(u.uname), lower(coalesce(user_search.name_contains, ''))) > 0
+   order by u.uname, u.id
+$fn$;
 comment on column hub.user.mp_user_id is E'@behavior +filterBy +orderBy\nThe casino''s id for the player: md5(''<casinoId>:<uname>'') read as a UUID.';
 
 alter table hub.experience
