@@ -182,6 +182,11 @@ t.test("hubAddCasino answers the casino; updateHubCasinoById renames it and move
   t.match(bad.body.errors?.[0]?.message, /baseUrl must be/);
   t.equal(codeOf(await gql(hub.url, UPDATE_CASINO, { id, patch: { name: "" } }, op.header)), "BAD_USER_INPUT", "an empty name is refused");
   t.equal(codeOf(await gql(hub.url, UPDATE_CASINO, { id: "0190f3a0-0000-7000-8000-000000000000", patch: { name: "x" } }, op.header)), "UNKNOWN_CASINO");
+  const taken = await gql(hub.url, UPDATE_CASINO, { id, patch: { name: "playground" } }, op.header);
+  t.equal(codeOf(taken), "CONSTRAINT_VIOLATION", "another casino's name is refused");
+  const playgroundRename = await gql(hub.url, UPDATE_CASINO, { id: hub.playgroundCasinoId, patch: { name: "not-the-playground" } }, op.header);
+  t.equal(codeOf(playgroundRename), "BAD_USER_INPUT", "the playground keeps its name");
+  t.match(playgroundRename.body.errors?.[0]?.message, /the playground casino keeps its name "playground"/);
   const player = await makePlayer(hub.superuserDatabaseUrl, "casino-updater");
   t.equal(codeOf(await gql(hub.url, UPDATE_CASINO, { id, patch: { name: "mine" } }, player.header)), "FORBIDDEN");
 

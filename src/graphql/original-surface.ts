@@ -226,8 +226,15 @@ async function updateCasino(input: Input, identity: Identity | undefined, pool: 
   await checkAuthInput({ baseUrl: patch.baseUrl ?? null, graphqlUrl: patch.graphqlUrl ?? null });
   const id = String(input.id);
   return withPgPoolTransaction(pool, async (client) => {
-    const { rows } = await client.query<{ base_url: string | null }>("select base_url from hub.casino where id = $1 for update", [id]);
+    const { rows } = await client.query<{ base_url: string | null; name: string; is_playground: boolean }>(
+      "select base_url, name, is_playground from hub.casino where id = $1 for update",
+      [id],
+    );
     if (!rows[0]) throw clientError(ErrorCode.UNKNOWN_CASINO, `No casino has the id ${describeValue(input.id)}.`);
+    // Playground sessions find their casino by its name.
+    if (rows[0].is_playground && patch.name !== undefined && patch.name !== rows[0].name) {
+      throw clientError(ErrorCode.BAD_USER_INPUT, `hubCasinoPatch.name: the playground casino keeps its name ${describeValue(rows[0].name)}; received ${describeValue(patch.name)}.`);
+    }
     const previousBase = rows[0].base_url;
     const sets: string[] = [];
     const values: unknown[] = [id];

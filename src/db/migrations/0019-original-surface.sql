@@ -28,6 +28,12 @@ comment on column hub.experience.user_id is E'@behavior -filterBy -orderBy';
 -- The original reads the owner from the experience only, not experiences from the user.
 comment on constraint experience_user_id_fkey on hub.experience is E'@behavior -manyRelation:resource:connection -manyRelation:resource:list';
 
+-- updateHubBankrollById and updateHubCasinoById are the hub's own (amounts
+-- through the ledger); PostGraphile must not generate its own under those names
+-- even when it introspects as a role that may write the tables.
+comment on table hub.bankroll is E'@behavior -insert -update -delete';
+comment on table hub.casino is E'@behavior -insert -update -delete';
+
 comment on column hub.withdrawal.mp_transfer_id is E'@behavior +filterBy +orderBy';
 comment on column hub.outcome_bet.kind is E'@behavior +filterBy +orderBy';
 
