@@ -81,6 +81,11 @@ export const ErrorCodes = {
   CHAT_MUTE_INVALID: "hubChatMuteUser: expiredAt is not in the future, or the reason has more than 500 characters.",
   // Configuration
   SERVER_MISCONFIGURED: "The server's configuration is incomplete: the database refused the server access it needs (SQLSTATE 42501, e.g. a table of a user migration without its GRANT to app_postgraphile); the server log names the object and the statement to run.",
+  // Operator updates and the faucet
+  BANKROLL_NOT_FOUND: "updateHubBankrollById: no house bankroll has the given id.",
+  READ_ONLY_FIELD: "An update's patch changes a field the hub keeps itself (a bankroll's bets, wagered, expected value or keys): only amount may differ.",
+  FAUCET_NOT_ENABLED: "hubClaimFaucet: the operator has not enabled the faucet for that currency in the session's casino (or the currency does not exist).",
+  FAUCET_TOO_SOON: "hubClaimFaucet: the player already claimed that currency in this experience within the cooldown; extensions.retryAfterSeconds says how long to wait.",
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCodes;

@@ -30,7 +30,8 @@ import { loadSchemaModel, printType, selectionOf, type SchemaModel } from "./hel
  *    (so the house rows of the ledger are hidden). Casino-scoped tables
  *    (currency) have only casinoId, so the whole casino sees them;
  *  - the house bankroll (HubBankroll), the transfer worker's items
- *    (HubTransferJob) and transfer settings are the casino's business: no
+ *    (HubTransferJob), transfer settings and the token keys fetched (HubJwkSet,
+ *    HubJwkSetSnapshot) are the casino's business: no
  *    player sees any of them;
  *  - a type with none of those columns (api keys): nothing.
  *  - the chat is the experience's: a message (not hidden) and a mod are seen by
@@ -41,7 +42,9 @@ import { loadSchemaModel, printType, selectionOf, type SchemaModel } from "./hel
 
 const OWNER_FIELDS = ["userId", "casinoId", "experienceId"] as const;
 /** The casino's business: rows no player sees at all (the house bankroll, the transfer worker's state and settings). */
-const OPERATOR_ONLY = new Set(["HubBankroll", "HubTransferJob", "HubCasinoTransferConfig"]);
+/** Lookups by a value the hub answers masked (the key is stored only as a digest): test/original-surface.test.ts looks them up by the real key. */
+const MASKED_LOOKUPS = new Set(["hubApiKeyByKey"]);
+const OPERATOR_ONLY = new Set(["HubBankroll", "HubTransferJob", "HubCasinoTransferConfig", "HubJwkSet", "HubJwkSetSnapshot"]);
 
 type Row = Record<string, any>;
 type Who =
@@ -107,6 +110,9 @@ async function seed() {
     await db.query("update hub.casino set base_url = $2 where id = $1", [casinoId, `https://${c}.example`]);
     await db.query("insert into hub.casino_transfer_config (casino_id) values ($1)", [casinoId]);
     await db.query("insert into hub.transfer_job (kind, casino_id, status) values ('POLL', $1, 'DONE')", [casinoId]);
+    // The casino's token keys as fetched, and a snapshot of them.
+    await db.query("insert into hub.jwk_set (casino_id, jwks) values ($1, $2)", [casinoId, { keys: [{ kid: c }] }]);
+    await db.query("insert into hub.jwk_set_snapshot (casino_id, jwks) values ($1, $2)", [casinoId, { keys: [{ kid: c }] }]);
     // The same currency keys in both casinos: a lookup by key alone would mix them up.
     for (const key of ["CHIPS", "GEMS"]) {
       await db.query("insert into hub.currency (key, casino_id, display_unit_name, display_unit_scale) values ($1, $2, $1, 1)", [key, casinoId]);
@@ -165,6 +171,7 @@ async function seed() {
       );
     }
     await db.query("insert into hub.chat_mute (casino_id, experience_id, user_id, reason, muted_by) values ($1, $2, $3, 'seed', 'seed')", [p.casinoId, p.experienceId, p.userId]);
+    await db.query("insert into hub.faucet_claim (user_id, casino_id, experience_id, currency_key, amount) values ($1, $2, $3, 'GEMS', 3)", [p.userId, p.casinoId, p.experienceId]);
   }
   // Per experience, a system message; bob is a mod of exp-1 in each casino.
   for (const c of CASINOS) for (const e of EXPERIENCES) {
@@ -394,7 +401,9 @@ async function checkIdentity(who: Who, opts: { relations: boolean } = { relation
   const lookupJobs: { doc: string; variables: Record<string, unknown>; checks: { alias: string; type: string; row: Row; field: string }[] }[] = [];
   for (const lookup of model.lookups) {
     const rows = universe.get(lookup.type) ?? [];
-    const usable = rows.filter((row) => lookup.args.every((a) => row[a.name] !== null && row[a.name] !== undefined));
+    // A masked value (an API key's key) or a casino's missing address ("") names no row to look up.
+    if (MASKED_LOOKUPS.has(lookup.field)) continue;
+    const usable = rows.filter((row) => lookup.args.every((a) => row[a.name] !== null && row[a.name] !== undefined && row[a.name] !== ""));
     for (let start = 0; start < usable.length; start += 40) {
       const batch = usable.slice(start, start + 40);
       const vars: string[] = [];
@@ -642,16 +651,19 @@ t.test("identities interleaved at once: no row of one request reaches another (p
   for (const c of checkers.values()) report(t, c);
 });
 
+// The original's two operator updates, written by hand: operators only, amounts through the ledger (test/original-surface.test.ts).
+const ORIGINAL_UPDATES = new Set(["updateHubBankrollById", "updateHubCasinoById", "type HubBankrollPatch", "type HubCasinoPatch", "type UpdateHubBankrollPayload", "type UpdateHubCasinoPayload"]);
+
 t.test("no generated create/update/delete mutation for any table", async (t) => {
   const mutation = model.mutationType ? model.types.get(model.mutationType)! : undefined;
-  const names = (mutation?.fields ?? []).map((f) => f.name);
+  const names = (mutation?.fields ?? []).map((f) => f.name).filter((n) => !ORIGINAL_UPDATES.has(n));
   const crud: string[] = [];
   for (const type of model.tables.keys()) {
     for (const name of names) if (new RegExp(`^(create|update|delete|upsert)${type}(By|$)`).test(name)) crud.push(name);
     for (const suffix of ["Patch", "Input"]) if (model.types.has(`${type}${suffix}`)) crud.push(`type ${type}${suffix}`);
     for (const verb of ["Create", "Update", "Delete", "Upsert"]) if (model.types.has(`${verb}${type}Payload`)) crud.push(`type ${verb}${type}Payload`);
   }
-  t.same(crud, [], `no CRUD mutation or input type for the ${model.tables.size} table types`);
+  t.same(crud.filter((n) => !ORIGINAL_UPDATES.has(n)), [], `no CRUD mutation or input type for the ${model.tables.size} table types`);
   t.same(names.filter((n) => /^(create|update|delete|upsert)[A-Z]/.test(n)), [], "no mutation named create*/update*/delete*/upsert*");
   t.comment(`mutations: ${names.join(", ")}`);
   t.ok(names.length > 0, "the mutation type was read");

@@ -5,6 +5,7 @@ import type { JWTPayload, JWTVerifyGetKey, CryptoKey } from "jose";
 const loadJose = () => import("jose");
 import type pg from "pg";
 import { ErrorCode } from "../errors.js";
+import { recordJwkSet } from "./jwk-sets.js";
 
 /**
  * Casino token exchange: a casino signs a short-lived JWT for its player with
@@ -127,8 +128,9 @@ export async function verifyCasinoToken(pool: Pick<pg.Pool, "query">, casinoId: 
   }
   const { errors, jwtVerify } = await loadJose();
   let payload: JWTPayload;
+  const key = await keyFor(auth);
   try {
-    ({ payload } = await jwtVerify(token, (await keyFor(auth)) as JWTVerifyGetKey, {
+    ({ payload } = await jwtVerify(token, key as JWTVerifyGetKey, {
       algorithms: ALLOWED_ALGORITHMS,
       requiredClaims: ["exp"],
       ...(auth.issuer ? { issuer: auth.issuer } : {}),
@@ -150,6 +152,8 @@ export async function verifyCasinoToken(pool: Pick<pg.Pool, "query">, casinoId: 
     const reason = error instanceof Error ? error.message : String(error);
     throw new CasinoTokenError(ErrorCode.USER_TOKEN_MALFORMED, `The user token is not a valid signed JWT (${reason}).`);
   }
+  // The set that verified the token, kept for operators (hub.jwk_set, hub.jwk_set_snapshot).
+  if (auth.jwks_url) await recordJwkSet(pool, casinoId, (key as { jwks?: () => unknown }).jwks?.());
   const uname = claimString(payload, ["uname", "username", "sub"]);
   if (!uname || uname.length > 200) {
     throw new CasinoTokenError(ErrorCode.USER_TOKEN_CLAIM, 'The user token names no player: expected a "uname" (or "username" or "sub") claim of 1 to 200 characters.');

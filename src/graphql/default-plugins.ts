@@ -10,6 +10,8 @@ import { HubHashChainPlugin } from "../fair/hash-chain-plugin.js";
 import { HubOutcomeInputPlugin } from "../fair/outcome-input.js";
 import { HubTransfersPlugin } from "../transfers/graphql.js";
 import { HubChatPlugin } from "../chat/plugin.js";
+import { originalSurfacePlugins } from "./original-surface.js";
+import { HubFaucetPlugin } from "./faucet.js";
 
 type SessionKey = "user_id" | "casino_id" | "experience_id" | "id";
 
@@ -98,4 +100,5 @@ export const HubBalanceByCurrencyPlugin = extendSchema((build) => {
 export const defaultPlugins: GraphileConfig.Plugin[] = [
   HubCurrentIdentityPlugin, HubBalanceByCurrencyPlugin, HubUserClientIdPlugin, BetInterfacePlugin, HubSessionPlugin, HubOperatorPlugin,
   HubOperatorCredentialsPlugin, HubLiveAlertsPlugin, HubHashChainPlugin, HubOutcomeInputPlugin, HubTransfersPlugin, HubChatPlugin,
+  ...originalSurfacePlugins, HubFaucetPlugin,
 ];

@@ -52,7 +52,7 @@ function explainPgError(error: unknown): never {
   throw clientError(known.code, message, { sqlstate: known.sqlstate, ...(known.constraint ? { constraint: known.constraint } : {}) });
 }
 
-async function guarded<T>(fn: () => Promise<T>): Promise<T> {
+export async function guarded<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (error) {
@@ -70,7 +70,7 @@ interface CasinoAuthInput {
   jwtAudience?: string | null;
 }
 
-async function checkAuthInput(input: CasinoAuthInput): Promise<void> {
+export async function checkAuthInput(input: CasinoAuthInput): Promise<void> {
   if (input.jwtPublicKey) {
     try {
       await validatePublicKey(input.jwtPublicKey);

@@ -81,8 +81,8 @@ function Casinos() {
             {c.name}
             {c.isPlayground && <span className="chip">playground</span>}
           </>,
-          c.baseUrl ?? "–",
-          c.graphqlUrl ?? "–",
+          c.baseUrl || "–",
+          c.graphqlUrl || "–",
           c.hubCurrenciesByCasinoId.nodes.map((cur: any) => `${cur.key} (${cur.displayUnitScale} base units = 1 ${cur.displayUnitName})`).join(", ") || "–",
           <code title={c.id}>{short(c.id)}</code>,
         ])}
