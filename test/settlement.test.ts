@@ -130,8 +130,11 @@ t.test("nets are floor(wager × profit), exact at the extremes", async (t) => {
   const decimal = [{ weight: 1, profit: 0.29 }, { weight: 1, profit: -1 }];
   t.match(await outcomeBet(p, { wager: 100, outcomes: decimal, clientSeed: await seedFor(p, decimal, 0) }), { bet: { net: 29 } }, "100 × 0.29 pays 29 (the profit as the client wrote it)");
   const third = [{ weight: 3, profit: 1 / 3 - 0.5 }, { weight: 1, profit: -1 }];
-  // The profit arrives as -0.16666666666666669: the product is -350000000.000000049, floored to -350000001.
-  t.match(await outcomeBet(p, { wager: 2_100_000_000, outcomes: third, clientSeed: await seedFor(p, third, 0) }), { bet: { net: -350_000_001 } }, "2.1e9 × (1/3 − 0.5) floored exactly");
+  // The profit arrives as -0.16666666666666669: the product is -183333333.333333359, floored to -183333334.
+  // (A payout of 0.83 × 1.1e9 stays within the risk limit a player is held to: the bankroll, about
+  // 2e9 here, rounded down to 1, 2 or 5 × a power of ten.)
+  const thirdBet = await outcomeBet(p, { wager: 1_100_000_000, outcomes: third, clientSeed: await seedFor(p, third, 0) });
+  t.match(thirdBet, { bet: { net: -183_333_334 } }, `1.1e9 × (1/3 − 0.5) floored exactly: ${JSON.stringify(thirdBet)}`);
 
   // hubMakeOutcomeBet's wager is an Int (the original's shape); dbSettleBet and exactNet go to 2^53 − 1.
   t.equal(exactNet(MAX, -0.5), -4503599627370496, "(2^53 − 1) × −0.5, rounded down");
