@@ -35,44 +35,10 @@ const DUE = "status = 'PENDING' and next_attempt_at <= now() and (locked_until i
 type Write = (client: pg.PoolClient) => Promise<void>;
 
 /**
- * The transfer worker of one hub instance. An item is claimed with a lease
- * (locked_by, locked_until) in one statement; the casino is called with no
- * transaction open and no connection held; the outcome is recorded in a short
- * transaction that first checks the lease is still this worker's. Another
- * instance skips a leased item; if this process dies, the item is due again
- * once its lease ends. Calls are idempotent (the key is the request id), so a
- * send repeated then is answered with the casino's first outcome and recorded
- * once; a worker whose lease ran out records nothing.
+ * Claiming an item with a lease, and recording what an attempt learnt while
+ * the lease is still this worker's (the lease ends with the record).
  */
-export function startTransferWorker(superuserUrl: string, options: ResolvedTransferOptions, log: Logger): TransferWorker {
-  const pool = new pg.Pool({ connectionString: superuserUrl, max: options.concurrency + 1, application_name: "hub:transfers", idleTimeoutMillis: 10_000 });
-  // A lost connection is reported by the query that used it; an idle one dying needs no action.
-  pool.on("error", (error) => log.debug({ err: error }, "transfer worker: an idle connection ended"));
-  pool.on("connect", (client) => client.on("error", (error) => log.debug({ err: error }, "transfer worker: a connection ended")));
-  const me = `hub:${randomUUID()}`;
-  // Longer than the calls of one attempt (a lookup, then a send), each bounded by requestTimeoutMs.
-  const leaseMs = 3 * options.requestTimeoutMs + 5000;
-  let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
-  let wakeUp: (() => void) | undefined;
-  let lastOutageLog = 0;
-  let woken = false;
-  let busy = false;
-
-  /**
-   * Whether any item is due, in one statement. An idle worker looks every
-   * pollIntervalMs. A database error answers yes, so that runOne meets it and
-   * reports it as it does any other.
-   */
-  async function anyDue(): Promise<boolean> {
-    try {
-      const { rows } = await pool.query(`select 1 from hub.transfer_job where ${DUE} limit 1`);
-      return rows.length > 0;
-    } catch {
-      return true;
-    }
-  }
-
+function createLeases(pool: pg.Pool, me: string, leaseMs: number, log: Logger) {
   async function claim(): Promise<TransferJob | undefined> {
     const { rows } = await pool.query<TransferJob>(
       `update hub.transfer_job j
@@ -107,23 +73,57 @@ export function startTransferWorker(superuserUrl: string, options: ResolvedTrans
       client.release(broken);
     }
   }
+  return { claim, record };
+}
 
-  async function runOne(): Promise<boolean> {
+/** The casino's answer to a send: completed, or refused and refunded. */
+async function recordOutcome(client: pg.PoolClient, w: WithdrawalForSend, outcome: OutgoingOutcome, log: Logger): Promise<void> {
+  const requestId = w.withdrawal_request_id;
+  if (outcome.status === "COMPLETED") {
+    await completeWithdrawal(client, requestId, outcome.mpTransferId);
+    log.info({ withdrawalRequestId: requestId, mpTransferId: outcome.mpTransferId }, "withdrawal completed");
+  } else {
+    await refundWithdrawal(client, w, WORKER_ACTOR, `the casino refused it: ${outcome.reason}`);
+    log.info({ withdrawalRequestId: requestId, reason: outcome.reason }, "withdrawal refused by the casino; refunded");
+  }
+}
+
+/** A page of incoming transfers: each credited once and acknowledged, or kept as a FAILED item; then the cursor. */
+async function recordIncoming(client: pg.PoolClient, job: TransferJob, page: IncomingPage, options: ResolvedTransferOptions, log: Logger): Promise<void> {
+  let credited = 0;
+  for (const raw of page.transfers) {
+    await client.query("savepoint incoming");
     try {
-      const job = await claim();
-      if (!job) return false;
-      await record(job, await attempt(job));
-      return true;
+      const transfer = checkIncoming(raw);
+      const { created } = await recordDeposit(client, job.casino_id, transfer, WORKER_ACTOR);
+      if (created) credited++;
+      await client.query(
+        "insert into hub.transfer_job (kind, casino_id, mp_transfer_id) values ('ACKNOWLEDGE', $1, $2) on conflict (casino_id, mp_transfer_id) where kind = 'ACKNOWLEDGE' do nothing",
+        [job.casino_id, transfer.id],
+      );
+      await client.query("release savepoint incoming");
     } catch (error) {
-      // Postgres away: the item stays leased and is due again when the lease ends; say so once in a while.
-      if (Date.now() - lastOutageLog > 5000) {
-        lastOutageLog = Date.now();
-        log.warn({ err: error }, "transfer worker: database error; the item is retried");
-      }
-      return false;
+      await client.query("rollback to savepoint incoming");
+      if (!(error instanceof TransferRefusal)) throw error;
+      // Neither credited nor acknowledged: kept as a FAILED item operators see, once per delivery.
+      const rawId = (raw as { id?: unknown } | null)?.id;
+      const id = typeof rawId === "string" && rawId.length > 0 ? rawId.slice(0, 200) : "(no id)";
+      log.error({ casinoId: job.casino_id, mpTransferId: id, code: error.code }, `incoming transfer refused: ${error.message}`);
+      await client.query("insert into hub.transfer_job (kind, casino_id, mp_transfer_id, status, attempts, last_error) values ('INCOMING', $1, $2, 'FAILED', 1, $3)", [
+        job.casino_id, id, `${error.code}: ${error.message}`.slice(0, 1000),
+      ]);
     }
   }
+  const pause = page.more ? 0 : options.casinoPollIntervalMs;
+  await client.query(
+    "update hub.transfer_job set cursor = $2, attempts = 0, last_error = null, next_attempt_at = now() + $3 * interval '1 millisecond', updated_at = now() where id = $1",
+    [job.id, page.cursor, pause],
+  );
+  if (credited > 0) log.info({ casinoId: job.casino_id, credited }, "incoming transfers credited");
+}
 
+/** One attempt at an item: the casino's calls, made with no transaction open, and what to record. */
+function createAttempts(pool: pg.Pool, options: ResolvedTransferOptions, log: Logger) {
   /** Talk to the casino about the item; what to record. Anything short of the database failing is a retry. */
   async function attempt(job: TransferJob): Promise<Write> {
     const attempts = job.attempts + 1;
@@ -137,7 +137,7 @@ export function startTransferWorker(superuserUrl: string, options: ResolvedTrans
         };
       }
       const page = await connector.fetchIncoming(job.cursor);
-      return (client) => recordIncoming(client, job, page);
+      return (client) => recordIncoming(client, job, page, options, log);
     } catch (error) {
       return retryLater(job, attempts, error as Error);
     }
@@ -174,51 +174,64 @@ export function startTransferWorker(superuserUrl: string, options: ResolvedTrans
       await extendSendWindow(pool, requestId, expiresAt);
       outcome = await connector.send({ idempotencyKey: requestId, uname: w.uname, currencyKey: w.currency_key, amount: w.amount, expiresAt });
     }
-    return (client) => recordOutcome(client, w, outcome);
+    return (client) => recordOutcome(client, w, outcome, log);
   }
+  return { attempt };
+}
 
-  async function recordOutcome(client: pg.PoolClient, w: WithdrawalForSend, outcome: OutgoingOutcome): Promise<void> {
-    const requestId = w.withdrawal_request_id;
-    if (outcome.status === "COMPLETED") {
-      await completeWithdrawal(client, requestId, outcome.mpTransferId);
-      log.info({ withdrawalRequestId: requestId, mpTransferId: outcome.mpTransferId }, "withdrawal completed");
-    } else {
-      await refundWithdrawal(client, w, WORKER_ACTOR, `the casino refused it: ${outcome.reason}`);
-      log.info({ withdrawalRequestId: requestId, reason: outcome.reason }, "withdrawal refused by the casino; refunded");
+/**
+ * The transfer worker of one hub instance. An item is claimed with a lease
+ * (locked_by, locked_until) in one statement; the casino is called with no
+ * transaction open and no connection held; the outcome is recorded in a short
+ * transaction that first checks the lease is still this worker's. Another
+ * instance skips a leased item; if this process dies, the item is due again
+ * once its lease ends. Calls are idempotent (the key is the request id), so a
+ * send repeated then is answered with the casino's first outcome and recorded
+ * once; a worker whose lease ran out records nothing.
+ */
+export function startTransferWorker(superuserUrl: string, options: ResolvedTransferOptions, log: Logger): TransferWorker {
+  const pool = new pg.Pool({ connectionString: superuserUrl, max: options.concurrency + 1, application_name: "hub:transfers", idleTimeoutMillis: 10_000 });
+  // A lost connection is reported by the query that used it; an idle one dying needs no action.
+  pool.on("error", (error) => log.debug({ err: error }, "transfer worker: an idle connection ended"));
+  pool.on("connect", (client) => client.on("error", (error) => log.debug({ err: error }, "transfer worker: a connection ended")));
+  // Longer than the calls of one attempt (a lookup, then a send), each bounded by requestTimeoutMs.
+  const { claim, record } = createLeases(pool, `hub:${randomUUID()}`, 3 * options.requestTimeoutMs + 5000, log);
+  const { attempt } = createAttempts(pool, options, log);
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let wakeUp: (() => void) | undefined;
+  let lastOutageLog = 0;
+  let woken = false;
+  let busy = false;
+
+  /**
+   * Whether any item is due, in one statement. An idle worker looks every
+   * pollIntervalMs. A database error answers yes, so that runOne meets it and
+   * reports it as it does any other.
+   */
+  async function anyDue(): Promise<boolean> {
+    try {
+      const { rows } = await pool.query(`select 1 from hub.transfer_job where ${DUE} limit 1`);
+      return rows.length > 0;
+    } catch {
+      return true;
     }
   }
 
-  async function recordIncoming(client: pg.PoolClient, job: TransferJob, page: IncomingPage): Promise<void> {
-    let credited = 0;
-    for (const raw of page.transfers) {
-      await client.query("savepoint incoming");
-      try {
-        const transfer = checkIncoming(raw);
-        const { created } = await recordDeposit(client, job.casino_id, transfer, WORKER_ACTOR);
-        if (created) credited++;
-        await client.query(
-          "insert into hub.transfer_job (kind, casino_id, mp_transfer_id) values ('ACKNOWLEDGE', $1, $2) on conflict (casino_id, mp_transfer_id) where kind = 'ACKNOWLEDGE' do nothing",
-          [job.casino_id, transfer.id],
-        );
-        await client.query("release savepoint incoming");
-      } catch (error) {
-        await client.query("rollback to savepoint incoming");
-        if (!(error instanceof TransferRefusal)) throw error;
-        // Neither credited nor acknowledged: kept as a FAILED item operators see, once per delivery.
-        const rawId = (raw as { id?: unknown } | null)?.id;
-        const id = typeof rawId === "string" && rawId.length > 0 ? rawId.slice(0, 200) : "(no id)";
-        log.error({ casinoId: job.casino_id, mpTransferId: id, code: error.code }, `incoming transfer refused: ${error.message}`);
-        await client.query("insert into hub.transfer_job (kind, casino_id, mp_transfer_id, status, attempts, last_error) values ('INCOMING', $1, $2, 'FAILED', 1, $3)", [
-          job.casino_id, id, `${error.code}: ${error.message}`.slice(0, 1000),
-        ]);
+  async function runOne(): Promise<boolean> {
+    try {
+      const job = await claim();
+      if (!job) return false;
+      await record(job, await attempt(job));
+      return true;
+    } catch (error) {
+      // Postgres away: the item stays leased and is due again when the lease ends; say so once in a while.
+      if (Date.now() - lastOutageLog > 5000) {
+        lastOutageLog = Date.now();
+        log.warn({ err: error }, "transfer worker: database error; the item is retried");
       }
+      return false;
     }
-    const pause = page.more ? 0 : options.casinoPollIntervalMs;
-    await client.query(
-      "update hub.transfer_job set cursor = $2, attempts = 0, last_error = null, next_attempt_at = now() + $3 * interval '1 millisecond', updated_at = now() where id = $1",
-      [job.id, page.cursor, pause],
-    );
-    if (credited > 0) log.info({ casinoId: job.casino_id, credited }, "incoming transfers credited");
   }
 
   async function loop(): Promise<void> {
