@@ -11,17 +11,16 @@ import { randomInt } from "node:crypto";
 import { extendSchema, gql } from "@hubpkg/hub/graphile";
 import { clientError, ErrorCode } from "@hubpkg/hub/graphql";
 import { access, context, sideEffect } from "@hubpkg/hub/grafast";
-import { dbSettleBet, withPgPoolTransaction } from "@hubpkg/hub/db";
+import { dbSettleBet, MAX_AMOUNT, withPgPoolTransaction } from "@hubpkg/hub/db";
 
 /**
  * Amounts are whole base units of the currency (hub.currency's
  * display_unit_scale says how many make one display unit), so a win pays
  * floor(wager * 99 / 100): balances stay whole, and the rounding is the
- * house's. The largest amount is the largest whole number a float8 (and a
+ * house's. MAX_AMOUNT (2^53 − 1) is the largest whole number a float8 (and a
  * JavaScript number) holds exactly.
  */
 const WIN_PERCENT = 99n;
-const MAX_AMOUNT = Number.MAX_SAFE_INTEGER;
 /** The smallest wager whose win pays something: floor(2 * 0.99) = 1. */
 const MIN_WAGER = 2;
 
@@ -57,10 +56,11 @@ function checkWager(wager: number): void {
       ErrorCode.INVALID_AMOUNT,
     );
   }
-  if (wager + winPayout(wager) > MAX_AMOUNT) {
-    throw badInput(`a wager of ${wager} would pay ${wager + winPayout(wager)} on a win, more than the ${MAX_AMOUNT} base units an amount can hold.`, ErrorCode.INVALID_AMOUNT);
+  const win = winPayout(wager);
+  if (wager + win > MAX_AMOUNT) {
+    throw badInput(`a wager of ${wager} would pay ${wager + win} on a win, more than the ${MAX_AMOUNT} base units an amount can hold.`, ErrorCode.INVALID_AMOUNT);
   }
-  if (winPayout(wager) < 1) {
+  if (win < 1) {
     throw badInput(`a wager of ${wager} would pay nothing on a win (a win pays floor(wager × 0.99)); the smallest wager is ${MIN_WAGER}.`, ErrorCode.INVALID_AMOUNT);
   }
 }
@@ -114,14 +114,14 @@ export const CoinflipBetPlugin = extendSchema((build) => {
               // randomInt draws from the OS's cryptographic generator, without
               // modulo bias: nobody can predict or skew the outcome.
               const outcome: CoinSide = randomInt(2) === 0 ? "HEADS" : "TAILS";
-              const winPays = wager + winPayout(wager);
+              const win = winPayout(wager);
               return withPgPoolTransaction(pool, async (pgClient) => {
                 // Locks, funds, the bankroll's cover of a win and the ledger, in one call.
                 const settled = await dbSettleBet(pgClient, {
                   userId, casinoId, experienceId, currencyKey: currency, kind: "coinflip",
-                  wager, payout: outcome === side ? winPays : 0, maxPayout: winPays,
+                  wager, payout: outcome === side ? wager + win : 0, maxPayout: wager + win,
                   // The house's expected gain on a fair coin: half the wager kept on a loss minus half the win paid.
-                  expectedValue: (wager - winPayout(wager)) / 2,
+                  expectedValue: (wager - win) / 2,
                   actor: "plugin:makeCoinflipBet", field: "makeCoinflipBet",
                 });
                 await pgClient.query(

@@ -79,6 +79,8 @@ export interface OutcomePlan {
   maxNet: number;
   /** Minus the player's expected net, over the outcomes that can be drawn. */
   expectedValue: number;
+  /** The bet's metadata as JSON text (checked for size), or null. */
+  metadataJson: string | null;
 }
 
 /** Refuse a malformed bet before any lock is taken. */
@@ -122,7 +124,7 @@ export function checkOutcomeBetInput(input: MakeOutcomeBetInput, config: Outcome
       `the client seed must be at most ${MAX_CLIENT_SEED_LENGTH} characters without control characters; received ${JSON.stringify(clientSeed).slice(0, 80)} (${typeof clientSeed === "string" ? [...clientSeed].length : 0} characters).`,
     );
   }
-  betMetadataJson(input.metadata, "hubMakeOutcomeBet");
+  const metadataJson = betMetadataJson(input.metadata, "hubMakeOutcomeBet");
   const nets = outcomes.map((o) => netOf(wager, o.profit));
   let maxNet = -wager;
   let expectedValue = 0;
@@ -131,7 +133,7 @@ export function checkOutcomeBetInput(input: MakeOutcomeBetInput, config: Outcome
     maxNet = Math.max(maxNet, nets[i]!);
     expectedValue -= (o.weight / totalWeight) * nets[i]!;
   }
-  return { nets, maxNet, expectedValue };
+  return { nets, maxNet, expectedValue, metadataJson };
 }
 
 interface BetState {
@@ -207,7 +209,7 @@ async function tryOutcomeBet(
     hashChainId, iteration, Buffer.from(derived.hash), clientSeed,
     input.kind, outcomes[outcomeIdx]!.profit, outcomeIdx,
     config.saveOutcomes ? outcomes.map((o) => o.weight) : [], config.saveOutcomes ? outcomes.map((o) => o.profit) : [],
-    betMetadataJson(input.metadata, "hubMakeOutcomeBet"),
+    plan.metadataJson,
   ]);
   const status = written.status as "settled" | "chain-moved" | SettleRefusal;
   const { balance, bet_id: betId } = written;
