@@ -125,7 +125,8 @@ t.test("Bets: an outcome bet on a real chain, the chain revealed, verified in th
   t.match(await list.textContent(), /HubOutcomeBet · DICE/, "the outcome bets are in the list, with their kind");
   await page.fill('input[aria-label="Kind filter"]', "DICE");
   await page.click('form.filters button[type="submit"]');
-  await list.locator("tbody tr").nth(1).waitFor();
+  // The unfiltered list is already on screen: wait until the GENERAL bet has left it, not for any two rows.
+  await list.locator("tbody tr", { hasText: "GENERAL" }).waitFor({ state: "detached" });
   t.equal(await list.locator("tbody tr").count(), 2, "filtered by kind: the two DICE bets");
 
   // Before the reveal: the outcome and the link to the hash above are checked; the preimage is not out yet.
