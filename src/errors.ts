@@ -114,6 +114,7 @@ export const HubErrorCodes = {
   HUB_ROUTE_CONFLICT: "A route or mount of configureApp takes a path the hub serves itself (the dashboard, /graphql, /graphiql), so it would never run; the message names both.",
   HUB_PLUGIN_FAILED: "Building the GraphQL schema failed, usually in a plugin; the message names the file and line it was thrown at.",
   HUB_PORT_IN_USE: "The server could not listen: the port is taken (or needs privileges); the message names the port and the setting to change.",
+  HUB_POOL_SATURATED: "Every connection of a hub database pool stayed in use for the whole connection timeout (10 s): raised to the code that asked for one; a GraphQL client receives SERVER_BUSY.",
 } as const;
 
 export type HubErrorCode = keyof typeof HubErrorCodes;

@@ -3,6 +3,7 @@ import { HubError } from "../errors.js";
 import type { HubConfig } from "../config.js";
 import type { Logger } from "../logger.js";
 import { startEmbeddedPostgres, type EmbeddedDatabase } from "./embedded.js";
+import { connectionLoss } from "./error-class.js";
 
 /** Where the hub's database is, however it was configured. */
 export interface OpenedDatabase {
@@ -97,23 +98,6 @@ export async function discardPrewarmed(): Promise<void> {
   const pending = [...prewarmed.values()];
   prewarmed.clear();
   await Promise.all(pending.map((p) => p.then((db) => db.close(), () => undefined)));
-}
-
-/** Postgres error codes and socket errors that mean the connection, not the statement, failed. */
-const CONNECTION_LOST_CODES = new Set(["57P01", "57P02", "57P03", "08000", "08003", "08006", "ECONNREFUSED", "ECONNRESET", "EPIPE"]);
-
-// node-postgres reports a dead connection as "Connection terminated…", or, for
-// a client whose connection died before this query, "Client has encountered a
-// connection error and is not queryable".
-function connectionLoss(error: unknown, depth = 0): Error | undefined {
-  if (!(error instanceof Error) || depth > 5) return undefined;
-  const code = (error as { code?: unknown }).code;
-  if ((typeof code === "string" && CONNECTION_LOST_CODES.has(code)) || /^Connection terminated|^Client has encountered a connection error/.test(error.message)) return error;
-  for (const inner of [error.cause, ...((error as { errors?: unknown[] }).errors ?? [])]) {
-    const found = connectionLoss(inner, depth + 1);
-    if (found) return found;
-  }
-  return undefined;
 }
 
 /**

@@ -3,6 +3,7 @@ import { HubError } from "../errors.js";
 import type { Logger } from "../logger.js";
 import { redactUrl } from "../config.js";
 import { forwardingProxy } from "../forwarding-proxy.js";
+import { codePoolSaturation } from "./error-class.js";
 
 export interface HubPools {
   /** Connects as the authenticator; every GraphQL request switches to app_postgraphile. */
@@ -19,19 +20,11 @@ export interface HubPools {
 /** Size of the credentials pool: lookups are single indexed reads, and concurrent lookups of one credential share a query. */
 const CREDENTIAL_POOL_SIZE = 3;
 
-/**
- * pg-pool's error when every connection of the pool stayed checked out for the
- * whole connection timeout: the server is busy, Postgres itself may be fine.
- * (A Postgres that does not answer a new connection in time gives "Connection
- * terminated due to connection timeout" instead.)
- */
-export function isPoolSaturated(error: unknown): boolean {
-  const message = (error as { message?: unknown } | null | undefined)?.message;
-  return typeof message === "string" && message === "timeout exceeded when trying to connect";
-}
+// Saturation is recognised in src/db/error-class.ts; the export stays here, where callers have always found it.
+export { isPoolSaturated } from "./error-class.js";
 
 function makePool(connectionString: string, name: string, max: number, log: Logger, pipeline = false): pg.Pool {
-  const pool = new pg.Pool({ connectionString, max, application_name: `hub:${name}`, connectionTimeoutMillis: 10_000, pipeline });
+  const pool = codePoolSaturation(new pg.Pool({ connectionString, max, application_name: `hub:${name}`, connectionTimeoutMillis: 10_000, pipeline }), name);
   // A client losing its connection (Postgres stopped or restarted, its backend
   // terminated, a network blip) emits "error". pg-pool listens only while the
   // client is idle and re-emits it on the pool; a client that is checked out

@@ -3,7 +3,7 @@ import { extendSchema, gql } from "graphile-utils";
 import type { PluginContext } from "./context.js";
 import { validatePublicKey } from "../auth/casino-token.js";
 import { withPgPoolTransaction } from "../db/pools.js";
-import { classifyClientInputError } from "./mask-error.js";
+import { classifyClientInputError } from "../db/error-class.js";
 import { describeValue, ErrorCode } from "../errors.js";
 import { clientError } from "./client-error.js";
 import * as parse from "../parse.js";
@@ -41,7 +41,7 @@ function wholeAmount(amount: number): number {
 
 /**
  * Postgres errors a caller can act on become GraphQL errors that say what was
- * wrong, with the same codes as everywhere else (src/graphql/mask-error.ts); the
+ * wrong, with the same codes as everywhere else (src/db/error-class.ts); the
  * ledger's own messages are kept whole, amounts included: an operator may see them.
  */
 function explainPgError(error: unknown): never {

@@ -1,9 +1,10 @@
 import { GraphQLError, Source, parse, validate, visit, type DocumentNode, type GraphQLSchema, type OperationDefinitionNode, type ValidationRule } from "graphql";
 import type { ExecutionConfig } from "grafserv";
 import { isPromiseLike } from "grafast";
+import { LRUCache } from "lru-cache";
 import { ErrorCode } from "../errors.js";
 import { clientError } from "./client-error.js";
-import { withCode } from "./mask-error.js";
+import { isTokenLimit, isValidationAborted, withCode } from "./request-errors.js";
 
 /**
  * The hub's own parse-and-validate step for /graphql, in place of grafserv's.
@@ -56,48 +57,41 @@ export const DEFAULT_PARSE_CACHE = { maxBytes: 16 * 1024 * 1024, maxEntryBytes: 
 const BYTES_PER_NODE = 256;
 
 type ParseResult = ReturnType<ExecutionConfig["parseAndValidate"]>;
-type Entry = { result: ParseResult; bytes: number };
 
-/** An LRU of valid documents by query text, bounded by estimated bytes (Map order is recency order). */
+/** Valid documents by query text, least recently used dropped first, bounded by estimated bytes. */
 class DocumentCache {
-  private readonly entries = new Map<string, Entry>();
-  private newest: Entry | undefined;
+  private readonly entries: LRUCache<string, ParseResult>;
+  // The same query as the last one (the common case under load) is answered without hashing it.
+  private newest: ParseResult | undefined;
   private newestQuery: string | undefined;
-  private bytes = 0;
-  constructor(private readonly maxBytes: number) {}
-
-  get(query: string): ParseResult | undefined {
-    // The same query as the last one (the common case under load): no hashing.
-    if (query === this.newestQuery) return this.newest!.result;
-    const entry = this.entries.get(query);
-    if (entry === undefined) return undefined;
-    // Most recent last.
-    this.entries.delete(query);
-    this.entries.set(query, entry);
-    this.newest = entry;
-    this.newestQuery = query;
-    return entry.result;
+  constructor(maxBytes: number, maxEntryBytes: number) {
+    this.entries = new LRUCache<string, ParseResult>({ maxSize: maxBytes, maxEntrySize: Math.min(maxBytes, maxEntryBytes) });
   }
 
-  set(query: string, result: ParseResult, bytes: number): void {
-    if (bytes > this.maxBytes || this.entries.has(query)) return;
-    const entry = { result, bytes };
-    this.entries.set(query, entry);
-    this.newest = entry;
-    this.newestQuery = query;
-    this.bytes += bytes;
-    for (const [key, entry] of this.entries) {
-      if (this.bytes <= this.maxBytes) break;
-      this.entries.delete(key);
-      this.bytes -= entry.bytes;
+  get(query: string): ParseResult | undefined {
+    if (query === this.newestQuery) return this.newest;
+    const result = this.entries.get(query);
+    if (result !== undefined) {
+      this.newest = result;
+      this.newestQuery = query;
     }
+    return result;
+  }
+
+  /** Not cached when `bytes` is above the entry limit. */
+  set(query: string, result: ParseResult, bytes: number): void {
+    if (this.entries.has(query)) return;
+    this.entries.set(query, result, { size: bytes });
+    if (!this.entries.has(query)) return;
+    this.newest = result;
+    this.newestQuery = query;
   }
 
   get size(): number {
     return this.entries.size;
   }
   get totalBytes(): number {
-    return this.bytes;
+    return this.entries.calculatedSize;
   }
 }
 
@@ -122,12 +116,9 @@ function dropTokens(document: DocumentNode): number {
   return nodes;
 }
 
-/** graphql's own "give up" error, thrown when its work budget for a document runs out. */
-const isAborted = (error: GraphQLError) => error.message === "Validation aborted.";
-
 function validationErrors(errors: readonly GraphQLError[]): GraphQLError[] {
   return errors.map((error) =>
-    isAborted(error)
+    isValidationAborted(error)
       ? clientError(
           ErrorCode.QUERY_TOO_COMPLEX,
           "The document is too complex to validate (graphql's work budget for comparing fields ran out); send fewer repeated or overlapping fields.",
@@ -136,9 +127,9 @@ function validationErrors(errors: readonly GraphQLError[]): GraphQLError[] {
   );
 }
 
-function parseError(error: unknown, maxTokens: number): GraphQLError {
+function parseError(error: unknown, source: Source, maxTokens: number): GraphQLError {
   if (error instanceof GraphQLError) {
-    if (/contains more tha[nt] \d+ tokens/.test(error.message)) {
+    if (isTokenLimit(error, source, maxTokens)) {
       return clientError(
         ErrorCode.QUERY_TOO_LARGE,
         `The document has more than ${maxTokens} tokens (names, punctuation, values; comments do not count); the limit is ${maxTokens}.`,
@@ -180,8 +171,8 @@ export function makeParseAndValidate(
   standardRules: () => readonly ValidationRule[],
   options: ParseCacheOptions,
 ): ExecutionConfig["parseAndValidate"] & { cache: DocumentCache } {
-  const cache = new DocumentCache(options.maxBytes);
-  const { firstRules, maxEntryBytes, maxTokens } = options;
+  const cache = new DocumentCache(options.maxBytes, options.maxEntryBytes);
+  const { firstRules, maxTokens } = options;
   const parseOptions = { maxLexicalTokens: maxTokens };
   let planCacheReplaced = false;
   function parseAndValidate(query: string): ParseResult {
@@ -189,10 +180,11 @@ export function makeParseAndValidate(
     const cached = cache.get(query);
     if (cached !== undefined) return cached;
     let document: DocumentNode;
+    const source = new Source(query, "GraphQL HTTP Request");
     try {
-      document = parse(new Source(query, "GraphQL HTTP Request"), parseOptions);
+      document = parse(source, parseOptions);
     } catch (error) {
-      return { errors: [parseError(error, maxTokens)] };
+      return { errors: [parseError(error, source, maxTokens)] };
     }
     let errors = validate(schema, document, firstRules);
     if (errors.length === 0) errors = validate(schema, document, standardRules());
@@ -200,7 +192,7 @@ export function makeParseAndValidate(
     const result: ParseResult = { document };
     // Text is UTF-16 in the worst case: 2 bytes a character.
     const bytes = 2 * query.length + BYTES_PER_NODE * dropTokens(document);
-    if (bytes <= maxEntryBytes) cache.set(query, result, bytes);
+    cache.set(query, result, bytes);
     return result;
   }
   return Object.assign(parseAndValidate, { cache });

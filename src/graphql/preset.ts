@@ -9,7 +9,8 @@ import { ADOPT_IDENTITY, type AdoptIdentity, type PluginContext } from "./contex
 import { queryLimitRules, type QueryLimits } from "./query-limits.js";
 import { makeParseAndValidatePlugin } from "./parse-cache.js";
 import { makePipelinedPgService } from "../db/pipelined-adaptor.js";
-import { ClientInputPlugin, makeMaskError } from "./mask-error.js";
+import { makeMaskError } from "./mask-error.js";
+import { ClientInputPlugin } from "./client-input-plugin.js";
 import { ErrorRequestIdPlugin } from "./request-id.js";
 import { HubGameResultTypesPlugin } from "../fair/game-result-types.js";
 import type { LiveNotifications } from "../live/notifications.js";

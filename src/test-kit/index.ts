@@ -25,6 +25,7 @@ import { createLogger } from "../logger.js";
 import type { ServerOptions } from "../options.js";
 import { startAndListen } from "../start.js";
 import { acquireCluster, dropDatabase, forgetCluster, spareReady, takeDatabase } from "./cluster.js";
+import { connectionLoss } from "../db/error-class.js";
 
 // ------------------------------------------------------------- GraphQL client
 
@@ -117,10 +118,7 @@ export interface TestServer {
   stop(): Promise<void>;
 }
 
-const isConnectionLost = (error: unknown) => {
-  const code = (error as { code?: string }).code;
-  return code === "ECONNREFUSED" || code === "ECONNRESET" || code === "57P01" || code === "57P03";
-};
+const isConnectionLost = (error: unknown) => connectionLoss(error) !== undefined;
 
 /**
  * Start a hub on a throw-away database. Same options as startAndListen, with
