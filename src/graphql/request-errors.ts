@@ -90,9 +90,8 @@ function codeSafeError(error: GraphQLError): GraphQLError | undefined {
  * (none the operation name selects).
  */
 function preExecutionCode(error: GraphQLError, args: { document: DocumentNode; operationName?: string | null | undefined }): string | undefined {
-  if (error.originalError) return undefined;
   if (error.nodes?.[0]?.kind === Kind.VARIABLE_DEFINITION) return ErrorCode.BAD_USER_INPUT;
-  if (!error.nodes?.length && getOperationAST(args.document, args.operationName) === null) return ErrorCode.OPERATION_RESOLUTION_FAILURE;
+  if (!error.originalError && !error.nodes?.length && getOperationAST(args.document, args.operationName) === null) return ErrorCode.OPERATION_RESOLUTION_FAILURE;
   return undefined;
 }
 
