@@ -82,18 +82,15 @@ export interface IdentityPoolLimiter {
   admit(identity: Identity | undefined): (() => void) | string;
 }
 
-export function createIdentityPoolLimiter(pool: pg.Pool, limits: IdentityLimits): IdentityPoolLimiter {
+const describe = (key: string): string => (key.startsWith("user:") ? "this player" : "this API key");
+
+/**
+ * The connection slots of each identity key: `acquire` resolves with the
+ * function that gives the slot back once one of `connections` is free, waits
+ * in a queue of `queue` for at most `waitMs`, or refuses with TOO_MANY_REQUESTS.
+ */
+function identitySlots(limits: IdentityLimits): { acquire(key: string): Promise<Release> } {
   const slots = new Map<string, Slot>();
-  /** Requests in progress per identity key (see admit). */
-  const requests = new Map<string, number>();
-  const maxRequests = limits.connections + limits.queue;
-  const noop = () => undefined;
-
-  function describe(key: string): string {
-    return key.startsWith("user:") ? "this player" : "this API key";
-  }
-
-  const keyOf = identityKey;
 
   const refusal = (key: string) =>
     `Too many requests at once from ${describe(key)}: at most ${limits.connections} database transactions run at a time and ${limits.queue} more wait; this request was refused. Retry once earlier requests have been answered.`;
@@ -147,7 +144,12 @@ export function createIdentityPoolLimiter(pool: pg.Pool, limits: IdentityLimits)
     });
   }
 
-  async function connect(key: string): Promise<pg.PoolClient> {
+  return { acquire };
+}
+
+/** The pool one identity sees: `connect()` and `query()` take one of its slots first; the rest forwards to the real pool. */
+function limitedPool(pool: pg.Pool, key: string, acquire: (key: string) => Promise<Release>): pg.Pool {
+  async function connect(): Promise<pg.PoolClient> {
     const release = await acquire(key);
     let client: pg.PoolClient;
     try {
@@ -166,7 +168,7 @@ export function createIdentityPoolLimiter(pool: pg.Pool, limits: IdentityLimits)
     return client;
   }
 
-  async function query(key: string, args: unknown[]): Promise<unknown> {
+  async function query(args: unknown[]): Promise<unknown> {
     const release = await acquire(key);
     try {
       return await (pool.query as (...a: unknown[]) => Promise<unknown>).apply(pool, args);
@@ -175,64 +177,75 @@ export function createIdentityPoolLimiter(pool: pg.Pool, limits: IdentityLimits)
     }
   }
 
-  function limited(key: string): pg.Pool {
-    const view = new Proxy(pool, {
-      get(target, prop) {
-        if (prop === "connect") {
-          return (callback?: (err: Error | undefined, client?: pg.PoolClient, done?: pg.PoolClient["release"]) => void) => {
-            const pending = connect(key);
-            if (typeof callback !== "function") return pending;
-            pending.then(
-              (client) => callback(undefined, client, client.release),
-              (error: Error) => callback(error),
-            );
-            return undefined;
-          };
-        }
-        if (prop === "query") {
-          return (...args: unknown[]) => {
-            const callback = typeof args[args.length - 1] === "function" ? (args.pop() as (err: Error | undefined, result?: unknown) => void) : undefined;
-            // A Submittable (e.g. a cursor) is handed back synchronously by pg: not bounded.
-            if (args[0] && typeof (args[0] as { submit?: unknown }).submit === "function") {
-              return (target.query as (...a: unknown[]) => unknown).apply(target, callback ? [...args, callback] : args);
-            }
-            const pending = query(key, args);
-            if (!callback) return pending;
-            pending.then(
-              (result) => callback(undefined, result),
-              (error: Error) => callback(error),
-            );
-            return undefined;
-          };
-        }
-        return boundProperty(target, prop);
-      },
-    });
-    unbounded.set(view, pool);
-    return view;
-  }
+  const view = new Proxy(pool, {
+    get(target, prop) {
+      if (prop === "connect") {
+        return (callback?: (err: Error | undefined, client?: pg.PoolClient, done?: pg.PoolClient["release"]) => void) => {
+          const pending = connect();
+          if (typeof callback !== "function") return pending;
+          pending.then(
+            (client) => callback(undefined, client, client.release),
+            (error: Error) => callback(error),
+          );
+          return undefined;
+        };
+      }
+      if (prop === "query") {
+        return (...args: unknown[]) => {
+          const callback = typeof args[args.length - 1] === "function" ? (args.pop() as (err: Error | undefined, result?: unknown) => void) : undefined;
+          // A Submittable (e.g. a cursor) is handed back synchronously by pg: not bounded.
+          if (args[0] && typeof (args[0] as { submit?: unknown }).submit === "function") {
+            return (target.query as (...a: unknown[]) => unknown).apply(target, callback ? [...args, callback] : args);
+          }
+          const pending = query(args);
+          if (!callback) return pending;
+          pending.then(
+            (result) => callback(undefined, result),
+            (error: Error) => callback(error),
+          );
+          return undefined;
+        };
+      }
+      return boundProperty(target, prop);
+    },
+  });
+  unbounded.set(view, pool);
+  return view;
+}
 
+/** Counts each identity's requests in progress: see IdentityPoolLimiter.admit. */
+function requestAdmission(limits: IdentityLimits): (key: string) => (() => void) | string {
+  const requests = new Map<string, number>();
+  const maxRequests = limits.connections + limits.queue;
+  return (key) => {
+    const n = requests.get(key) ?? 0;
+    if (n >= maxRequests) {
+      return `Too many requests at once from ${describe(key)}: at most ${maxRequests} of its requests are handled at a time (${limits.connections} database transactions running and ${limits.queue} more waiting); this request was refused. Retry once earlier requests have been answered.`;
+    }
+    requests.set(key, n + 1);
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      const left = (requests.get(key) ?? 1) - 1;
+      if (left > 0) requests.set(key, left);
+      else requests.delete(key);
+    };
+  };
+}
+
+export function createIdentityPoolLimiter(pool: pg.Pool, limits: IdentityLimits): IdentityPoolLimiter {
+  const { acquire } = identitySlots(limits);
+  const admitKey = requestAdmission(limits);
+  const noop = () => undefined;
   return {
     poolFor(identity) {
-      const key = keyOf(identity);
-      return key === undefined ? pool : limited(key);
+      const key = identityKey(identity);
+      return key === undefined ? pool : limitedPool(pool, key, acquire);
     },
     admit(identity) {
-      const key = keyOf(identity);
-      if (key === undefined) return noop;
-      const n = requests.get(key) ?? 0;
-      if (n >= maxRequests) {
-        return `Too many requests at once from ${describe(key)}: at most ${maxRequests} of its requests are handled at a time (${limits.connections} database transactions running and ${limits.queue} more waiting); this request was refused. Retry once earlier requests have been answered.`;
-      }
-      requests.set(key, n + 1);
-      let done = false;
-      return () => {
-        if (done) return;
-        done = true;
-        const left = (requests.get(key) ?? 1) - 1;
-        if (left > 0) requests.set(key, left);
-        else requests.delete(key);
-      };
+      const key = identityKey(identity);
+      return key === undefined ? noop : admitKey(key);
     },
   };
 }

@@ -14,6 +14,8 @@ import { makeOutcomeBet, type CustomGameConfigMap, type MakeOutcomeBetInput, typ
 import { playerRiskLimits } from "./risk.js";
 import { MAX_HASH_CHAIN_LENGTH } from "./db.js";
 
+type RiskPolicyOf = Parameters<typeof playerRiskLimits>[0];
+
 export interface HubGameConfigOptions {
   outcomeBetConfigs?: OutcomeBetConfigMap<string>;
   customGameConfigs?: CustomGameConfigMap<string>;
@@ -47,22 +49,8 @@ function checkOptions(options: HubGameConfigOptions): void {
   if (n !== undefined && (!Number.isSafeInteger(n) || n < 2 || n > MAX_HASH_CHAIN_LENGTH)) fail(`hashChainLength must be a whole number from 2 to ${MAX_HASH_CHAIN_LENGTH}; received ${String(n)}.`);
 }
 
-export function HubGameConfigPlugin(options: HubGameConfigOptions): GraphileConfig.Plugin {
-  checkOptions(options);
-  const outcomeBetConfigs = options.outcomeBetConfigs ?? {};
-  const customGameConfigs = options.customGameConfigs ?? {};
-  const outcomeKinds = Object.keys(outcomeBetConfigs);
-  const allKinds = [...outcomeKinds, ...Object.keys(customGameConfigs)];
-  const policyOf = (kind: string) => outcomeBetConfigs[kind]?.riskPolicy ?? customGameConfigs[kind]?.riskPolicy;
-
-  const plugin = extendSchema((build) => {
-    const outcomeBetResource = build.input.pgRegistry.pgResources.hub_outcome_bet;
-    if (!outcomeBetResource) throw new Error("HubGameConfigPlugin: hub.outcome_bet is missing from the schema (is the `hub` schema migrated?)");
-    // Built once per server's schema: each server queues its own bets per chain.
-    const chainQueue = createChainQueue();
-    const settleGroups = createSettleGroups();
-    const outcomeTypes = outcomeKinds.length
-      ? `
+/** hubMakeOutcomeBet's types, for the outcome bet kinds. */
+const outcomeTypeDefs = (outcomeKinds: readonly string[]): string => `
       "The kinds of hubMakeOutcomeBet this hub offers (HubGameConfigPlugin's outcomeBetConfigs)."
       enum OutcomeBetKind { ${outcomeKinds.join(" ")} }
       input HubMakeOutcomeBetInput {
@@ -91,10 +79,10 @@ export function HubGameConfigPlugin(options: HubGameConfigOptions): GraphileConf
         normalizeHash(makeFinalHash(h(i), clientSeed)) over the cumulative weights.
         """
         hubMakeOutcomeBet(input: HubMakeOutcomeBetInput!): HubMakeOutcomeBetPayload
-      }`
-      : "";
-    const kindTypes = allKinds.length
-      ? `
+      }`;
+
+/** AnyGameKind and hubRiskLimits, for every game kind. */
+const kindTypeDefs = (allKinds: readonly string[]): string => `
       "Every game kind of this hub: outcome bet kinds and custom games."
       enum AnyGameKind { ${allKinds.join(" ")} }
       type HubBulkRiskLimit {
@@ -106,98 +94,98 @@ export function HubGameConfigPlugin(options: HubGameConfigOptions): GraphileConf
       extend type Query {
         "The risk limit of each game kind in every currency of the player's casino. Needs a player's session."
         hubRiskLimits(gameKinds: [AnyGameKind!]!): [HubBulkRiskLimit!]!
-      }`
-      : "";
-    return {
-      // HubBadHashChainError and HubRiskError are always in the schema (game-result-types.ts).
-      typeDefs: outcomeTypes || kindTypes ? [gql`${outcomeTypes} ${kindTypes}`] : [],
-      objects: {
-        ...(outcomeKinds.length
-          ? {
-              Mutation: {
-                plans: {
-                  hubMakeOutcomeBet(_parent: any, fieldArgs: any) {
-                    const $input = fieldArgs.getRaw("input");
-                    const $identity = context().get("identity");
-                    const $pool = context().get("superuserPool");
-                    return sideEffect([$input, $identity, $pool], async ([input, identity, pool]) => {
-                      const session = requirePlayer(identity as Identity | undefined);
-                      const bet = input as MakeOutcomeBetInput;
-                      return makeOutcomeBet(
-                        pool as any,
-                        { userId: session.user_id, casinoId: session.casino_id, experienceId: session.experience_id },
-                        bet,
-                        outcomeBetConfigs[bet.kind]!,
-                        chainQueue,
-                        settleGroups,
-                      );
-                    });
-                  },
-                },
-              },
-              HubMakeOutcomeBetPayload: { plans: { result: ($payload: any) => $payload } },
-              HubMakeOutcomeBetSuccess: {
-                // Expects a plan, like the union's other members (game-result-types.ts).
-                assertStep: () => true,
-                plans: { bet: ($result: any) => outcomeBetResource.get({ id: access($result, "betId") }) },
-              },
-            }
-          : {}),
-        ...(allKinds.length
-          ? {
-              Query: {
-                plans: {
-                  hubRiskLimits(_parent: any, fieldArgs: any) {
-                    const $kinds = fieldArgs.getRaw("gameKinds");
-                    const $identity = context().get("identity");
-                    const $pool = context().get("superuserPool");
-                    // Read-only, but it reads the bankroll on the superuser pool: no player sees it otherwise.
-                    return sideEffect([$kinds, $identity, $pool], async ([kinds, identity, pool]) => {
-                      const session = requirePlayer(identity as Identity | undefined);
-                      const { rows } = await (pool as any).query(
-                        `select c.key, c.display_unit_name, c.display_unit_scale, coalesce(b.amount, 0) as bankroll
-                           from hub.currency c left join hub.bankroll b on b.casino_id = c.casino_id and b.currency_key = c.key
-                          where c.casino_id = $1 order by c.key`,
-                        [session.casino_id],
-                      );
-                      const limits = [];
-                      for (const row of rows as { key: string; display_unit_name: string; display_unit_scale: number; bankroll: number }[]) {
-                        for (const gameKind of new Set(kinds as string[])) {
-                          const { maxPayout } = playerRiskLimits(policyOf(gameKind), {
-                            currency: row.key,
-                            bankroll: row.bankroll,
-                            displayUnitName: row.display_unit_name,
-                            displayUnitScale: row.display_unit_scale,
-                          });
-                          limits.push({ currency: row.key, gameKind, maxPayout });
-                        }
-                      }
-                      return limits;
-                    });
-                  },
-                },
-              },
-            }
-          : {}),
-      },
-      unions: outcomeKinds.length
-        ? {
-            HubMakeOutcomeBetResult: {
-              planType($specifier: any) {
-                return {
-                  $__typename: lambda($specifier, (r: any) => r.__typename as string, true),
-                  planForType: () => $specifier,
-                };
-              },
-            },
-          }
-        : {},
-    } as any;
-  }, "HubGameConfigPlugin");
+      }`;
 
-  const length = options.hashChainLength;
+/** The plans of hubMakeOutcomeBet and its payload; one chain queue and settle groups per server's schema. */
+function outcomeBetObjects(outcomeBetResource: any, outcomeBetConfigs: OutcomeBetConfigMap<string>) {
+  // Built once per server's schema: each server queues its own bets per chain.
+  const chainQueue = createChainQueue();
+  const settleGroups = createSettleGroups();
+  return {
+    Mutation: {
+      plans: {
+        hubMakeOutcomeBet(_parent: any, fieldArgs: any) {
+          const $input = fieldArgs.getRaw("input");
+          const $identity = context().get("identity");
+          const $pool = context().get("superuserPool");
+          return sideEffect([$input, $identity, $pool], async ([input, identity, pool]) => {
+            const session = requirePlayer(identity as Identity | undefined);
+            const bet = input as MakeOutcomeBetInput;
+            return makeOutcomeBet(
+              pool as any,
+              { userId: session.user_id, casinoId: session.casino_id, experienceId: session.experience_id },
+              bet,
+              outcomeBetConfigs[bet.kind]!,
+              chainQueue,
+              settleGroups,
+            );
+          });
+        },
+      },
+    },
+    HubMakeOutcomeBetPayload: { plans: { result: ($payload: any) => $payload } },
+    HubMakeOutcomeBetSuccess: {
+      // Expects a plan, like the union's other members (game-result-types.ts).
+      assertStep: () => true,
+      plans: { bet: ($result: any) => outcomeBetResource.get({ id: access($result, "betId") }) },
+    },
+  };
+}
+
+type RiskRow = { key: string; display_unit_name: string; display_unit_scale: number; bankroll: number };
+
+/** The plan of hubRiskLimits: each kind's limit in every currency of the player's casino. */
+function riskLimitsObjects(policyOf: (kind: string) => RiskPolicyOf) {
+  return {
+    Query: {
+      plans: {
+        hubRiskLimits(_parent: any, fieldArgs: any) {
+          const $kinds = fieldArgs.getRaw("gameKinds");
+          const $identity = context().get("identity");
+          const $pool = context().get("superuserPool");
+          // Read-only, but it reads the bankroll on the superuser pool: no player sees it otherwise.
+          return sideEffect([$kinds, $identity, $pool], async ([kinds, identity, pool]) => {
+            const session = requirePlayer(identity as Identity | undefined);
+            const { rows } = await (pool as any).query(
+              `select c.key, c.display_unit_name, c.display_unit_scale, coalesce(b.amount, 0) as bankroll
+                 from hub.currency c left join hub.bankroll b on b.casino_id = c.casino_id and b.currency_key = c.key
+                where c.casino_id = $1 order by c.key`,
+              [session.casino_id],
+            );
+            const limits = [];
+            for (const row of rows as RiskRow[]) {
+              for (const gameKind of new Set(kinds as string[])) {
+                const { maxPayout } = playerRiskLimits(policyOf(gameKind), {
+                  currency: row.key,
+                  bankroll: row.bankroll,
+                  displayUnitName: row.display_unit_name,
+                  displayUnitScale: row.display_unit_scale,
+                });
+                limits.push({ currency: row.key, gameKind, maxPayout });
+              }
+            }
+            return limits;
+          });
+        },
+      },
+    },
+  };
+}
+
+const outcomeBetUnions = {
+  HubMakeOutcomeBetResult: {
+    planType($specifier: any) {
+      return {
+        $__typename: lambda($specifier, (r: any) => r.__typename as string, true),
+        planForType: () => $specifier,
+      };
+    },
+  },
+};
+
+/** hubCreateHashChain (HubHashChainPlugin) reads the chain length from the build. */
+function withHashChainLength(plugin: GraphileConfig.Plugin, length: number | undefined): GraphileConfig.Plugin {
   if (length === undefined) return plugin;
-  // hubCreateHashChain (HubHashChainPlugin) reads the length from the build.
   const hooks = plugin.schema!.hooks as Record<string, any>;
   const previous = hooks.build;
   return {
@@ -213,4 +201,30 @@ export function HubGameConfigPlugin(options: HubGameConfigOptions): GraphileConf
       },
     },
   } as GraphileConfig.Plugin;
+}
+
+export function HubGameConfigPlugin(options: HubGameConfigOptions): GraphileConfig.Plugin {
+  checkOptions(options);
+  const outcomeBetConfigs = options.outcomeBetConfigs ?? {};
+  const customGameConfigs = options.customGameConfigs ?? {};
+  const outcomeKinds = Object.keys(outcomeBetConfigs);
+  const allKinds = [...outcomeKinds, ...Object.keys(customGameConfigs)];
+  const policyOf = (kind: string) => outcomeBetConfigs[kind]?.riskPolicy ?? customGameConfigs[kind]?.riskPolicy;
+
+  const plugin = extendSchema((build) => {
+    const outcomeBetResource = build.input.pgRegistry.pgResources.hub_outcome_bet;
+    if (!outcomeBetResource) throw new Error("HubGameConfigPlugin: hub.outcome_bet is missing from the schema (is the `hub` schema migrated?)");
+    const outcomeTypes = outcomeKinds.length ? outcomeTypeDefs(outcomeKinds) : "";
+    const kindTypes = allKinds.length ? kindTypeDefs(allKinds) : "";
+    return {
+      // HubBadHashChainError and HubRiskError are always in the schema (game-result-types.ts).
+      typeDefs: outcomeTypes || kindTypes ? [gql`${outcomeTypes} ${kindTypes}`] : [],
+      objects: {
+        ...(outcomeKinds.length ? outcomeBetObjects(outcomeBetResource, outcomeBetConfigs) : {}),
+        ...(allKinds.length ? riskLimitsObjects(policyOf) : {}),
+      },
+      unions: outcomeKinds.length ? outcomeBetUnions : {},
+    } as any;
+  }, "HubGameConfigPlugin");
+  return withHashChainLength(plugin, options.hashChainLength);
 }
