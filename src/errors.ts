@@ -131,6 +131,7 @@ export class HubError extends Error {
 /** Quote a received value for an error message without flooding the log. */
 export function describeValue(value: unknown): string {
   if (value === undefined) return "undefined";
+  if (typeof value === "number" && !Number.isFinite(value)) return String(value); // JSON would say null
   let text: string;
   try {
     text = typeof value === "string" ? JSON.stringify(value) : JSON.stringify(value) ?? String(value);
@@ -146,10 +147,11 @@ export const configInvalid = (variable: string, received: unknown, expected: str
     `Environment variable ${variable} is invalid: received ${describeValue(received)}, expected ${expected}.`,
   );
 
-export const optionInvalid = (option: string, received: unknown, expected: string): HubError =>
+/** `at` names the place inside the option's value (websocket.maxOperations, plugins[0]) when that is not the whole value. */
+export const optionInvalid = (option: string, received: unknown, expected: string, at?: string): HubError =>
   new HubError(
     "HUB_OPTION_INVALID",
-    `Server option "${option}" is invalid: received ${describeValue(received)}, expected ${expected}.`,
+    `Server option "${option}" is invalid${at ? ` at ${at}` : ""}: received ${describeValue(received)}, expected ${expected}.`,
   );
 
 /** A call of the hub's API whose arguments do not fit (a test kit helper naming a row that does not exist). */

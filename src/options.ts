@@ -1,8 +1,8 @@
 import type { LogLevel } from "./config.js";
 import { HubError, optionInvalid } from "./errors.js";
-import * as parse from "./parse.js";
-import { checkWebSocketOption, type WebSocketLimits } from "./live/limits.js";
-import { checkTransferOptions } from "./transfers/options.js";
+import { optionChecker, pathText } from "./option-schema.js";
+import { WEBSOCKET_OPTION_SCHEMA, type WebSocketLimits } from "./live/limits.js";
+import { TRANSFER_OPTIONS_SCHEMA } from "./transfers/options.js";
 
 /** What `configureApp` receives in the object form. */
 export interface ConfigureAppArgs<App> {
@@ -78,47 +78,55 @@ export interface ServerOptions {
   transfers?: import("./transfers/options.js").TransferOptions;
 }
 
-/** What each option must be: the text of what was expected, or undefined when the value is fine. */
-const KNOWN: Record<keyof ServerOptions, (v: unknown) => string | undefined> = {
-  plugins: (v) => (Array.isArray(v) && v.every((p) => typeof p === "object" && p !== null && typeof (p as { name?: unknown }).name === "string") ? undefined : "an array of Graphile plugins (objects with a name), e.g. [...defaultPlugins, MyPlugin]"),
-  extraPgSchemas: (v) => (Array.isArray(v) && v.every((s) => "value" in parse.pgSchemaName(s)) ? undefined : 'an array of Postgres schema names, e.g. ["app"]'),
-  configureApp: (v) => (typeof v === "function" ? undefined : "a function receiving { app, superuserPool } (or the app)"),
-  userDatabaseMigrationsPath: checkedBy(parse.filePath("a directory path")),
-  exportSchemaSDLPath: checkedBy(parse.filePath("a file path")),
+const integerAtLeast = (min: number) => ({ type: "integer", minimum: min, expected: `an integer >= ${min}` });
+const wholeMilliseconds = { type: "integer", minimum: 0, expected: "an integer number of milliseconds >= 0" };
+const trueOrFalse = { type: "boolean", expected: "true or false" };
+const path = (what: string) => ({ type: "string", pattern: "\\S", expected: what });
+/** Settings that override an environment variable: readConfig checks them with the variable's rule and message. */
+const checkedWithTheEnvironment = {};
+
+/** What each option must be (the schema's `expected` words the message). */
+const OPTION_SCHEMAS: Record<keyof ServerOptions, object> = {
+  plugins: {
+    type: "array",
+    expected: "an array of Graphile plugins (objects with a name), e.g. [...defaultPlugins, MyPlugin]",
+    items: { type: "object", required: ["name"], properties: { name: { type: "string" } }, expected: "a Graphile plugin (an object with a name)" },
+  },
+  extraPgSchemas: {
+    type: "array",
+    expected: 'an array of Postgres schema names, e.g. ["app"]',
+    items: { type: "string", pattern: "^[A-Za-z_][A-Za-z0-9_$]*$", expected: 'a Postgres schema name such as "app"' },
+  },
+  configureApp: { isFunction: true, expected: "a function receiving { app, superuserPool } (or the app)" },
+  userDatabaseMigrationsPath: path("a directory path"),
+  exportSchemaSDLPath: path("a file path"),
   port: checkedWithTheEnvironment,
   host: checkedWithTheEnvironment,
   dataDir: checkedWithTheEnvironment,
   databaseUrl: checkedWithTheEnvironment,
   superuserDatabaseUrl: checkedWithTheEnvironment,
   logLevel: checkedWithTheEnvironment,
-  identityCacheTtlMs: checkedBy(parse.milliseconds),
+  identityCacheTtlMs: { type: "number", minimum: 0, expected: "a number of milliseconds >= 0" },
   playground: checkedWithTheEnvironment,
-  maxQueryDepth: checkedBy(parse.integerAtLeast(1)),
-  maxQueryAliases: checkedBy(parse.integerAtLeast(0)),
-  maxQuerySelections: checkedBy(parse.integerAtLeast(1)),
+  maxQueryDepth: integerAtLeast(1),
+  maxQueryAliases: integerAtLeast(0),
+  maxQuerySelections: integerAtLeast(1),
   introspection: checkedWithTheEnvironment,
-  statementTimeoutMs: checkedBy(parse.wholeMilliseconds),
-  requestTimeoutMs: checkedBy(parse.wholeMilliseconds),
-  shutdownTimeoutMs: checkedBy(parse.wholeMilliseconds),
-  perIdentityConnections: checkedBy(parse.integerAtLeast(1)),
-  perIdentityQueue: checkedBy(parse.integerAtLeast(0)),
+  statementTimeoutMs: wholeMilliseconds,
+  requestTimeoutMs: wholeMilliseconds,
+  shutdownTimeoutMs: wholeMilliseconds,
+  perIdentityConnections: integerAtLeast(1),
+  perIdentityQueue: integerAtLeast(0),
   dashboard: checkedWithTheEnvironment,
-  graphiql: checkedBy(parse.boolean),
-  handleSignals: checkedBy(parse.boolean),
-  websocket: checkWebSocketOption,
-  transfers: checkTransferOptions,
+  graphiql: trueOrFalse,
+  handleSignals: trueOrFalse,
+  websocket: WEBSOCKET_OPTION_SCHEMA,
+  transfers: TRANSFER_OPTIONS_SCHEMA,
 };
 
-function checkedBy(parser: parse.Parser<unknown>): (v: unknown) => string | undefined {
-  return (v) => parse.expectedOf(parser(v));
-}
+export const KNOWN_OPTIONS = Object.keys(OPTION_SCHEMAS) as (keyof ServerOptions)[];
 
-/** Settings that override an environment variable: readConfig checks them with the variable's rule and message. */
-function checkedWithTheEnvironment(): undefined {
-  return undefined;
-}
-
-export const KNOWN_OPTIONS = Object.keys(KNOWN) as (keyof ServerOptions)[];
+const checkOptions = optionChecker({ type: "object", properties: OPTION_SCHEMAS, additionalProperties: false });
 
 /** Reject misspelt or mistyped options up front, naming what was received. */
 export function validateOptions(options: unknown): ServerOptions {
@@ -126,17 +134,11 @@ export function validateOptions(options: unknown): ServerOptions {
   if (typeof options !== "object" || options === null || Array.isArray(options)) {
     throw new HubError("HUB_OPTION_INVALID", `startAndListen expects an options object; received ${typeof options}.`);
   }
-  for (const [key, value] of Object.entries(options)) {
-    const check = KNOWN[key as keyof ServerOptions];
-    if (!check) {
-      throw new HubError(
-        "HUB_OPTION_UNKNOWN",
-        `Unknown server option "${key}". Known options: ${KNOWN_OPTIONS.join(", ")}.`,
-      );
-    }
-    if (value === undefined) continue;
-    const expected = check(value);
-    if (expected) throw optionInvalid(key, value, expected);
+  const problem = checkOptions(options);
+  if (!problem) return options as ServerOptions;
+  const [option, ...inner] = problem.path.map(String);
+  if (problem.unknownKey && inner.length === 0) {
+    throw new HubError("HUB_OPTION_UNKNOWN", `Unknown server option "${option}". Known options: ${KNOWN_OPTIONS.join(", ")}.`);
   }
-  return options as ServerOptions;
+  throw optionInvalid(option!, problem.received, problem.expected, inner.length ? pathText(problem.path) : undefined);
 }

@@ -13,6 +13,8 @@ import { createChainQueue } from "./chain-queue.js";
 import { makeOutcomeBet, type CustomGameConfigMap, type MakeOutcomeBetInput, type OutcomeBetConfigMap } from "./outcome-bet.js";
 import { playerRiskLimits } from "./risk.js";
 import { MAX_HASH_CHAIN_LENGTH } from "./db.js";
+import { optionChecker, pathText } from "../option-schema.js";
+import { describeValue } from "../errors.js";
 
 type RiskPolicyOf = Parameters<typeof playerRiskLimits>[0];
 
@@ -25,28 +27,49 @@ export interface HubGameConfigOptions {
 
 const ENUM_VALUE = /^[_A-Za-z][_0-9A-Za-z]*$/;
 
+const riskPolicy = { isFunction: true, expected: "a function" };
+
+const GAME_CONFIG_SCHEMA = {
+  type: "object",
+  expected: "an object with outcomeBetConfigs, customGameConfigs and hashChainLength",
+  properties: {
+    outcomeBetConfigs: {
+      type: "object",
+      expected: "an object of outcome bet configurations by game kind",
+      additionalProperties: {
+        type: "object",
+        expected: "an object with houseEdge, saveOutcomes and riskPolicy",
+        required: ["houseEdge", "saveOutcomes"],
+        properties: {
+          houseEdge: { type: "number", minimum: 0, exclusiveMaximum: 1, expected: "a number from 0 to below 1" },
+          saveOutcomes: { type: "boolean", expected: "true or false" },
+          riskPolicy,
+        },
+      },
+    },
+    customGameConfigs: {
+      type: "object",
+      expected: "an object of custom game configurations by game kind",
+      additionalProperties: { type: "object", expected: "an object with riskPolicy", properties: { riskPolicy } },
+    },
+    hashChainLength: { type: "integer", minimum: 2, maximum: MAX_HASH_CHAIN_LENGTH, expected: `a whole number from 2 to ${MAX_HASH_CHAIN_LENGTH}` },
+  },
+};
+const checkGameConfig = optionChecker(GAME_CONFIG_SCHEMA);
+
 function checkOptions(options: HubGameConfigOptions): void {
   const fail = (message: string) => {
     throw new TypeError(`HubGameConfigPlugin: ${message}`);
   };
+  const problem = checkGameConfig(options);
+  if (problem) fail(`${pathText(problem.path)} must be ${problem.expected}; received ${describeValue(problem.received)}.`);
+  // Game kinds become GraphQL enum values, each in one map only.
   const outcome = Object.keys(options.outcomeBetConfigs ?? {});
   const custom = Object.keys(options.customGameConfigs ?? {});
   for (const kind of [...outcome, ...custom]) {
     if (!ENUM_VALUE.test(kind) || ["true", "false", "null"].includes(kind)) fail(`the game kind ${JSON.stringify(kind)} is not a GraphQL enum value (letters, digits and _, not starting with a digit).`);
   }
-  for (const kind of outcome) {
-    if (custom.includes(kind)) fail(`the game kind ${kind} is both an outcome bet kind and a custom game kind.`);
-    const { houseEdge, saveOutcomes, riskPolicy } = options.outcomeBetConfigs![kind]!;
-    if (typeof houseEdge !== "number" || !(houseEdge >= 0 && houseEdge < 1)) fail(`outcomeBetConfigs.${kind}.houseEdge must be a number from 0 to below 1; received ${String(houseEdge)}.`);
-    if (typeof saveOutcomes !== "boolean") fail(`outcomeBetConfigs.${kind}.saveOutcomes must be true or false; received ${String(saveOutcomes)}.`);
-    if (riskPolicy !== undefined && typeof riskPolicy !== "function") fail(`outcomeBetConfigs.${kind}.riskPolicy must be a function; received ${typeof riskPolicy}.`);
-  }
-  for (const kind of custom) {
-    const { riskPolicy } = options.customGameConfigs![kind]!;
-    if (riskPolicy !== undefined && typeof riskPolicy !== "function") fail(`customGameConfigs.${kind}.riskPolicy must be a function; received ${typeof riskPolicy}.`);
-  }
-  const n = options.hashChainLength;
-  if (n !== undefined && (!Number.isSafeInteger(n) || n < 2 || n > MAX_HASH_CHAIN_LENGTH)) fail(`hashChainLength must be a whole number from 2 to ${MAX_HASH_CHAIN_LENGTH}; received ${String(n)}.`);
+  for (const kind of outcome) if (custom.includes(kind)) fail(`the game kind ${kind} is both an outcome bet kind and a custom game kind.`);
 }
 
 /** hubMakeOutcomeBet's types, for the outcome bet kinds. */

@@ -1,5 +1,3 @@
-import * as parse from "../parse.js";
-
 /** Bounds on WebSocket connections (README: Live updates). */
 export interface WebSocketLimits {
   /** A connection that sends no connection_init within this closes with 4408, ms. */
@@ -22,27 +20,21 @@ export const DEFAULT_WEBSOCKET_LIMITS: WebSocketLimits = {
   connectionsPerIdentity: 20,
 };
 
-const RULES: Record<keyof WebSocketLimits, parse.Parser<number>> = {
-  connectionInitTimeoutMs: parse.integerAtLeast(1),
-  maxOperations: parse.integerAtLeast(1),
-  maxMessageBytes: parse.integerAtLeast(64),
-  keepAliveMs: parse.wholeMilliseconds,
-  connectionsPerIdentity: parse.integerAtLeast(1),
-};
+const integerAtLeast = (min: number) => ({ type: "integer", minimum: min, expected: `an integer >= ${min}` });
 
-/** What the `websocket` option must be: the text of what was expected, or undefined when it is fine. */
-export function checkWebSocketOption(value: unknown): string | undefined {
-  const shape = `an object with some of ${Object.keys(RULES).join(", ")}`;
-  if (typeof value !== "object" || value === null || Array.isArray(value)) return shape;
-  for (const [key, v] of Object.entries(value)) {
-    const rule = RULES[key as keyof WebSocketLimits];
-    if (!rule) return `${shape} (unknown key ${JSON.stringify(key)})`;
-    if (v === undefined) continue;
-    const expected = parse.expectedOf(rule(v));
-    if (expected) return `${shape}, where ${key} is ${expected}`;
-  }
-  return undefined;
-}
+/** The JSON schema of the `websocket` option (checked with the other options, src/options.ts). */
+export const WEBSOCKET_OPTION_SCHEMA = {
+  type: "object",
+  expected: `an object with some of ${Object.keys(DEFAULT_WEBSOCKET_LIMITS).join(", ")}`,
+  additionalProperties: false,
+  properties: {
+    connectionInitTimeoutMs: integerAtLeast(1),
+    maxOperations: integerAtLeast(1),
+    maxMessageBytes: integerAtLeast(64),
+    keepAliveMs: { type: "integer", minimum: 0, expected: "an integer number of milliseconds >= 0" },
+    connectionsPerIdentity: integerAtLeast(1),
+  } satisfies Record<keyof WebSocketLimits, object>,
+};
 
 export function webSocketLimits(option: Partial<WebSocketLimits> | undefined): WebSocketLimits {
   const limits = { ...DEFAULT_WEBSOCKET_LIMITS };

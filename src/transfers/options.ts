@@ -35,26 +35,29 @@ export const DEFAULT_TRANSFER_OPTIONS: Omit<ResolvedTransferOptions, "connectors
   clockSkewMs: 30_000,
 };
 
-const NUMBERS = ["pollIntervalMs", "casinoPollIntervalMs", "requestTimeoutMs", "backoffBaseMs", "backoffMaxMs", "concurrency", "clockSkewMs"] as const;
+const wholeAtLeast = (min: number) => ({ type: "integer", minimum: min, maximum: Number.MAX_SAFE_INTEGER, expected: `a whole number >= ${min}` });
 
-/** What was expected, or undefined when the value is acceptable (options.ts reports it). */
-export function checkTransferOptions(value: unknown): string | undefined {
-  const expected = `an object with any of worker (boolean), ${NUMBERS.join(", ")} (whole numbers ≥ 0; concurrency ≥ 1) and connectors ({ name: (settings) => CasinoConnector })`;
-  if (typeof value !== "object" || value === null || Array.isArray(value)) return expected;
-  for (const [key, v] of Object.entries(value)) {
-    if (v === undefined) continue;
-    if (key === "worker") {
-      if (typeof v !== "boolean") return expected;
-    } else if ((NUMBERS as readonly string[]).includes(key)) {
-      if (typeof v !== "number" || !Number.isSafeInteger(v) || v < (key === "concurrency" ? 1 : 0)) return expected;
-    } else if (key === "connectors") {
-      if (typeof v !== "object" || v === null || !Object.values(v).every((f) => typeof f === "function")) return expected;
-    } else {
-      return expected;
-    }
-  }
-  return undefined;
-}
+/** The JSON schema of the `transfers` option (checked with the other options, src/options.ts). */
+export const TRANSFER_OPTIONS_SCHEMA = {
+  type: "object",
+  expected: "an object with any of worker, pollIntervalMs, casinoPollIntervalMs, requestTimeoutMs, backoffBaseMs, backoffMaxMs, concurrency, clockSkewMs and connectors",
+  additionalProperties: false,
+  properties: {
+    worker: { type: "boolean", expected: "true or false" },
+    pollIntervalMs: wholeAtLeast(0),
+    casinoPollIntervalMs: wholeAtLeast(0),
+    requestTimeoutMs: wholeAtLeast(0),
+    backoffBaseMs: wholeAtLeast(0),
+    backoffMaxMs: wholeAtLeast(0),
+    concurrency: wholeAtLeast(1),
+    clockSkewMs: wholeAtLeast(0),
+    connectors: {
+      type: "object",
+      expected: "an object of connector factories by name: { name: (settings) => CasinoConnector }",
+      additionalProperties: { isFunction: true, expected: "a connector factory: (settings) => CasinoConnector" },
+    },
+  } satisfies Record<keyof TransferOptions, object>,
+};
 
 export function resolveTransferOptions(options: TransferOptions | undefined): ResolvedTransferOptions {
   const defined = Object.fromEntries(Object.entries(options ?? {}).filter(([, v]) => v !== undefined));
