@@ -92,6 +92,107 @@ function effect(fn: (input: Input, identity: Identity | undefined, pool: pg.Pool
     );
 }
 
+const chatTypeDefs = gql`
+  input HubChatCreateUserMessageInput {
+    "1 to 500 characters, no control characters; stored and delivered as sent."
+    body: String!
+    "Chosen by the client: posting again with the same id answers the stored message."
+    clientId: UUID!
+  }
+  type HubChatCreateUserMessageSuccess {
+    chatMessage: HubChatMessage!
+  }
+  type HubChatUserMuted {
+    message: String
+  }
+  type HubChatUserRateLimited {
+    message: String
+  }
+  union HubChatCreateUserMessageResult = HubChatCreateUserMessageSuccess | HubChatUserMuted | HubChatUserRateLimited
+  type HubChatCreateUserMessagePayload {
+    result: HubChatCreateUserMessageResult!
+  }
+  input HubChatCreateSystemMessageInput {
+    body: String!
+    clientId: UUID!
+    experienceId: UUID!
+  }
+  type HubChatCreateSystemMessagePayload {
+    chatMessage: HubChatMessage!
+  }
+  input HubChatMuteUserInput {
+    userId: UUID!
+    "When the mute ends; null: when someone unmutes the player."
+    expiredAt: Datetime
+    reason: String
+  }
+  type HubChatMuteUserPayload {
+    chatMute: HubChatMute!
+  }
+  input HubChatUnmuteUserInput {
+    userId: UUID!
+  }
+  type HubChatUnmuteUserPayload {
+    chatMute: HubChatMute!
+  }
+  input HubChatAddModInput {
+    experienceId: UUID!
+    userId: UUID!
+  }
+  type HubChatAddModPayload {
+    chatMod: HubChatMod!
+  }
+  input HubChatRemoveModInput {
+    experienceId: UUID!
+    userId: UUID!
+  }
+  type HubChatRemoveModPayload {
+    _: Boolean
+  }
+  input HubChatHideMessageInput {
+    chatMessageId: UUID!
+    "false shows the message again."
+    hidden: Boolean! = true
+  }
+  type HubChatHideMessagePayload {
+    chatMessage: HubChatMessage
+  }
+  type HubChatSubscriptionNewMessage {
+    chatMessage: HubChatMessage!
+  }
+  type HubChatSubscriptionMuted {
+    _: Boolean
+  }
+  type HubChatSubscriptionUnmuted {
+    _: Boolean
+  }
+  union HubChatSubscriptionPayload = HubChatSubscriptionMuted | HubChatSubscriptionNewMessage | HubChatSubscriptionUnmuted
+  extend input HubChatMessageCondition {
+    "Get chat messages after a given ID"
+    afterId: UUID
+  }
+  extend type Mutation {
+    "Post to the chat of the session's experience (a player's session)."
+    hubChatCreateUserMessage(input: HubChatCreateUserMessageInput!): HubChatCreateUserMessagePayload
+    "Post a system message to an experience's chat (an operator API key)."
+    hubChatCreateSystemMessage(input: HubChatCreateSystemMessageInput!): HubChatCreateSystemMessagePayload
+    "Mute a player: a mod in the session's experience, an operator in every experience of the player's casino."
+    hubChatMuteUser(input: HubChatMuteUserInput!): HubChatMuteUserPayload
+    "End a player's mutes in force, where the caller may mute them."
+    hubChatUnmuteUser(input: HubChatUnmuteUserInput!): HubChatUnmuteUserPayload
+    "Make a player a mod of an experience's chat (an operator API key)."
+    hubChatAddMod(input: HubChatAddModInput!): HubChatAddModPayload
+    "Remove a mod (an operator API key)."
+    hubChatRemoveMod(input: HubChatRemoveModInput!): HubChatRemoveModPayload
+    "Hide a message from players, or show it again (an operator API key)."
+    hubChatHideMessage(input: HubChatHideMessageInput!): HubChatHideMessagePayload
+  }
+  extend type Subscription {
+    "New messages of the session's experience's chat, and the session player's own mutes and unmutes (a player's session)."
+    hubChatAlert: HubChatSubscriptionPayload
+  }
+`;
+
 export const HubChatPlugin = extendSchema((build) => {
   const { hub_chat_message: messageResource, hub_chat_mod: modResource, hub_chat_mute: muteResource } = build.input.pgRegistry.pgResources;
   if (!messageResource || !modResource || !muteResource) {
@@ -99,106 +200,7 @@ export const HubChatPlugin = extendSchema((build) => {
   }
   const message = ($r: any) => messageResource.get({ id: access($r, "chatMessageId") });
   return {
-    typeDefs: gql`
-      input HubChatCreateUserMessageInput {
-        "1 to 500 characters, no control characters; stored and delivered as sent."
-        body: String!
-        "Chosen by the client: posting again with the same id answers the stored message."
-        clientId: UUID!
-      }
-      type HubChatCreateUserMessageSuccess {
-        chatMessage: HubChatMessage!
-      }
-      type HubChatUserMuted {
-        message: String
-      }
-      type HubChatUserRateLimited {
-        message: String
-      }
-      union HubChatCreateUserMessageResult = HubChatCreateUserMessageSuccess | HubChatUserMuted | HubChatUserRateLimited
-      type HubChatCreateUserMessagePayload {
-        result: HubChatCreateUserMessageResult!
-      }
-      input HubChatCreateSystemMessageInput {
-        body: String!
-        clientId: UUID!
-        experienceId: UUID!
-      }
-      type HubChatCreateSystemMessagePayload {
-        chatMessage: HubChatMessage!
-      }
-      input HubChatMuteUserInput {
-        userId: UUID!
-        "When the mute ends; null: when someone unmutes the player."
-        expiredAt: Datetime
-        reason: String
-      }
-      type HubChatMuteUserPayload {
-        chatMute: HubChatMute!
-      }
-      input HubChatUnmuteUserInput {
-        userId: UUID!
-      }
-      type HubChatUnmuteUserPayload {
-        chatMute: HubChatMute!
-      }
-      input HubChatAddModInput {
-        experienceId: UUID!
-        userId: UUID!
-      }
-      type HubChatAddModPayload {
-        chatMod: HubChatMod!
-      }
-      input HubChatRemoveModInput {
-        experienceId: UUID!
-        userId: UUID!
-      }
-      type HubChatRemoveModPayload {
-        _: Boolean
-      }
-      input HubChatHideMessageInput {
-        chatMessageId: UUID!
-        "false shows the message again."
-        hidden: Boolean! = true
-      }
-      type HubChatHideMessagePayload {
-        chatMessage: HubChatMessage
-      }
-      type HubChatSubscriptionNewMessage {
-        chatMessage: HubChatMessage!
-      }
-      type HubChatSubscriptionMuted {
-        _: Boolean
-      }
-      type HubChatSubscriptionUnmuted {
-        _: Boolean
-      }
-      union HubChatSubscriptionPayload = HubChatSubscriptionMuted | HubChatSubscriptionNewMessage | HubChatSubscriptionUnmuted
-      extend input HubChatMessageCondition {
-        "Get chat messages after a given ID"
-        afterId: UUID
-      }
-      extend type Mutation {
-        "Post to the chat of the session's experience (a player's session)."
-        hubChatCreateUserMessage(input: HubChatCreateUserMessageInput!): HubChatCreateUserMessagePayload
-        "Post a system message to an experience's chat (an operator API key)."
-        hubChatCreateSystemMessage(input: HubChatCreateSystemMessageInput!): HubChatCreateSystemMessagePayload
-        "Mute a player: a mod in the session's experience, an operator in every experience of the player's casino."
-        hubChatMuteUser(input: HubChatMuteUserInput!): HubChatMuteUserPayload
-        "End a player's mutes in force, where the caller may mute them."
-        hubChatUnmuteUser(input: HubChatUnmuteUserInput!): HubChatUnmuteUserPayload
-        "Make a player a mod of an experience's chat (an operator API key)."
-        hubChatAddMod(input: HubChatAddModInput!): HubChatAddModPayload
-        "Remove a mod (an operator API key)."
-        hubChatRemoveMod(input: HubChatRemoveModInput!): HubChatRemoveModPayload
-        "Hide a message from players, or show it again (an operator API key)."
-        hubChatHideMessage(input: HubChatHideMessageInput!): HubChatHideMessagePayload
-      }
-      extend type Subscription {
-        "New messages of the session's experience's chat, and the session player's own mutes and unmutes (a player's session)."
-        hubChatAlert: HubChatSubscriptionPayload
-      }
-    `,
+    typeDefs: chatTypeDefs,
     objects: {
       Mutation: {
         plans: {

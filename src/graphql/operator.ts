@@ -88,141 +88,148 @@ export async function checkAuthInput(input: CasinoAuthInput): Promise<void> {
   }
 }
 
+const operatorTypeDefs = gql`
+  input HubAddCasinoInput {
+    name: String!
+    "The casino's address. Without jwtPublicKey or jwksUrl, its tokens are verified with the keys at <baseUrl>/.well-known/jwks.json."
+    baseUrl: String
+    "The casino's GraphQL endpoint (http or https)."
+    graphqlUrl: String
+    "The controller's API key at the casino's GraphQL endpoint. Stored where no GraphQL request can read it; never returned."
+    apiKey: String
+    "The casino's public key for its user tokens: PEM (BEGIN PUBLIC KEY) or a JWK as JSON."
+    jwtPublicKey: String
+    "Or a JWKS URL serving its keys."
+    jwksUrl: String
+    "When set, user tokens must carry this iss."
+    jwtIssuer: String
+    "When set, user tokens must carry this aud."
+    jwtAudience: String
+  }
+  input HubSetCasinoAuthInput {
+    casinoId: UUID!
+    jwtPublicKey: String
+    jwksUrl: String
+    jwtIssuer: String
+    jwtAudience: String
+  }
+  input HubAddCurrencyInput {
+    casinoId: UUID!
+    key: String!
+    displayUnitName: String!
+    displayUnitScale: Int!
+  }
+  input HubAddExperienceInput {
+    casinoId: UUID!
+    name: String!
+  }
+  input HubBalanceChangeInput {
+    userId: UUID!
+    experienceId: UUID!
+    currencyKey: String!
+    "Whole base units of the currency, from 1 to 9007199254740991."
+    amount: Float!
+    reason: String!
+  }
+  input HubBankrollChangeInput {
+    casinoId: UUID!
+    currencyKey: String!
+    "Whole base units of the currency, from 1 to 9007199254740991."
+    amount: Float!
+    reason: String!
+  }
+  type HubAddCasinoPayload {
+    casinoId: UUID!
+  }
+  type HubAddCurrencyPayload {
+    casinoId: UUID!
+    key: String!
+  }
+  type HubAddExperiencePayload {
+    experienceId: UUID!
+  }
+  type HubBalancePayload {
+    balanceId: UUID!
+    "The amount after the change."
+    amount: Float!
+  }
+  type HubBankrollPayload {
+    bankrollId: UUID!
+    amount: Float!
+  }
+  extend type Mutation {
+    hubAddCasino(input: HubAddCasinoInput!): HubAddCasinoPayload!
+    hubSetCasinoAuth(input: HubSetCasinoAuthInput!): HubAddCasinoPayload!
+    hubAddCurrency(input: HubAddCurrencyInput!): HubAddCurrencyPayload!
+    hubAddExperience(input: HubAddExperienceInput!): HubAddExperiencePayload!
+    hubCreditBalance(input: HubBalanceChangeInput!): HubBalancePayload!
+    hubDebitBalance(input: HubBalanceChangeInput!): HubBalancePayload!
+    hubCreditBankroll(input: HubBankrollChangeInput!): HubBankrollPayload!
+    hubDebitBankroll(input: HubBankrollChangeInput!): HubBankrollPayload!
+  }
+`;
+
+/** Casinos, their token keys, currencies and experiences. */
+const setupResolvers = {
+  async hubAddCasino(_p: unknown, { input }: { input: { name: string; apiKey?: string | null } & CasinoAuthInput }, context: PluginContext) {
+    requireOperator(context);
+    await checkAuthInput(input);
+    const apiKey = input.apiKey ?? null;
+    // The key itself is never echoed in the message: it is a credential.
+    if (apiKey !== null && (apiKey.length < 1 || apiKey.length > 1000)) {
+      throw clientError(ErrorCode.BAD_USER_INPUT, `apiKey must be a string of 1 to 1000 characters; received one of ${apiKey.length}.`);
+    }
+    return guarded(() =>
+      withPgPoolTransaction(context.superuserPool, async (client) => {
+        const { rows } = await client.query<{ id: string }>("insert into hub.casino (name, base_url, graphql_url) values ($1, $2, $3) returning id", [
+          input.name,
+          input.baseUrl ?? null,
+          input.graphqlUrl ?? null,
+        ]);
+        const casinoId = rows[0]!.id;
+        if (input.jwtPublicKey || input.jwksUrl) await upsertAuth(client, casinoId, input);
+        else if (input.baseUrl) await upsertAuth(client, casinoId, { ...input, jwksUrl: defaultJwksUrl(input.baseUrl) });
+        if (apiKey !== null) await client.query("insert into hub_secret.casino_api_key (casino_id, api_key) values ($1, $2)", [casinoId, apiKey]);
+        return { casinoId };
+      }),
+    );
+  },
+  async hubSetCasinoAuth(_p: unknown, { input }: { input: { casinoId: string } & CasinoAuthInput }, context: PluginContext) {
+    requireOperator(context);
+    if (!input.jwtPublicKey && !input.jwksUrl) {
+      throw clientError(ErrorCode.BAD_USER_INPUT, "Give jwtPublicKey or jwksUrl.");
+    }
+    await checkAuthInput(input);
+    return guarded(async () => {
+      await upsertAuth(context.superuserPool, input.casinoId, input);
+      return { casinoId: input.casinoId };
+    });
+  },
+  async hubAddCurrency(_p: unknown, { input }: { input: { casinoId: string; key: string; displayUnitName: string; displayUnitScale: number } }, context: PluginContext) {
+    requireOperator(context);
+    return guarded(async () => {
+      await context.superuserPool.query(
+        "insert into hub.currency (key, casino_id, display_unit_name, display_unit_scale) values ($1, $2, $3, $4)",
+        [input.key, input.casinoId, input.displayUnitName, input.displayUnitScale],
+      );
+      return { casinoId: input.casinoId, key: input.key };
+    });
+  },
+  async hubAddExperience(_p: unknown, { input }: { input: { casinoId: string; name: string } }, context: PluginContext) {
+    requireOperator(context);
+    return guarded(async () => {
+      const { rows } = await context.superuserPool.query<{ id: string }>("insert into hub.experience (casino_id, name) values ($1, $2) returning id", [input.casinoId, input.name]);
+      return { experienceId: rows[0]!.id };
+    });
+  },
+};
+
 export const HubOperatorPlugin = extendSchema(
   () => ({
-    typeDefs: gql`
-      input HubAddCasinoInput {
-        name: String!
-        "The casino's address. Without jwtPublicKey or jwksUrl, its tokens are verified with the keys at <baseUrl>/.well-known/jwks.json."
-        baseUrl: String
-        "The casino's GraphQL endpoint (http or https)."
-        graphqlUrl: String
-        "The controller's API key at the casino's GraphQL endpoint. Stored where no GraphQL request can read it; never returned."
-        apiKey: String
-        "The casino's public key for its user tokens: PEM (BEGIN PUBLIC KEY) or a JWK as JSON."
-        jwtPublicKey: String
-        "Or a JWKS URL serving its keys."
-        jwksUrl: String
-        "When set, user tokens must carry this iss."
-        jwtIssuer: String
-        "When set, user tokens must carry this aud."
-        jwtAudience: String
-      }
-      input HubSetCasinoAuthInput {
-        casinoId: UUID!
-        jwtPublicKey: String
-        jwksUrl: String
-        jwtIssuer: String
-        jwtAudience: String
-      }
-      input HubAddCurrencyInput {
-        casinoId: UUID!
-        key: String!
-        displayUnitName: String!
-        displayUnitScale: Int!
-      }
-      input HubAddExperienceInput {
-        casinoId: UUID!
-        name: String!
-      }
-      input HubBalanceChangeInput {
-        userId: UUID!
-        experienceId: UUID!
-        currencyKey: String!
-        "Whole base units of the currency, from 1 to 9007199254740991."
-        amount: Float!
-        reason: String!
-      }
-      input HubBankrollChangeInput {
-        casinoId: UUID!
-        currencyKey: String!
-        "Whole base units of the currency, from 1 to 9007199254740991."
-        amount: Float!
-        reason: String!
-      }
-      type HubAddCasinoPayload {
-        casinoId: UUID!
-      }
-      type HubAddCurrencyPayload {
-        casinoId: UUID!
-        key: String!
-      }
-      type HubAddExperiencePayload {
-        experienceId: UUID!
-      }
-      type HubBalancePayload {
-        balanceId: UUID!
-        "The amount after the change."
-        amount: Float!
-      }
-      type HubBankrollPayload {
-        bankrollId: UUID!
-        amount: Float!
-      }
-      extend type Mutation {
-        hubAddCasino(input: HubAddCasinoInput!): HubAddCasinoPayload!
-        hubSetCasinoAuth(input: HubSetCasinoAuthInput!): HubAddCasinoPayload!
-        hubAddCurrency(input: HubAddCurrencyInput!): HubAddCurrencyPayload!
-        hubAddExperience(input: HubAddExperienceInput!): HubAddExperiencePayload!
-        hubCreditBalance(input: HubBalanceChangeInput!): HubBalancePayload!
-        hubDebitBalance(input: HubBalanceChangeInput!): HubBalancePayload!
-        hubCreditBankroll(input: HubBankrollChangeInput!): HubBankrollPayload!
-        hubDebitBankroll(input: HubBankrollChangeInput!): HubBankrollPayload!
-      }
-    `,
+    typeDefs: operatorTypeDefs,
     resolvers: {
       Mutation: {
-        async hubAddCasino(_p: unknown, { input }: { input: { name: string; apiKey?: string | null } & CasinoAuthInput }, context: PluginContext) {
-          requireOperator(context);
-          await checkAuthInput(input);
-          const apiKey = input.apiKey ?? null;
-          // The key itself is never echoed in the message: it is a credential.
-          if (apiKey !== null && (apiKey.length < 1 || apiKey.length > 1000)) {
-            throw clientError(ErrorCode.BAD_USER_INPUT, `apiKey must be a string of 1 to 1000 characters; received one of ${apiKey.length}.`);
-          }
-          return guarded(() =>
-            withPgPoolTransaction(context.superuserPool, async (client) => {
-              const { rows } = await client.query<{ id: string }>("insert into hub.casino (name, base_url, graphql_url) values ($1, $2, $3) returning id", [
-                input.name,
-                input.baseUrl ?? null,
-                input.graphqlUrl ?? null,
-              ]);
-              const casinoId = rows[0]!.id;
-              if (input.jwtPublicKey || input.jwksUrl) await upsertAuth(client, casinoId, input);
-              else if (input.baseUrl) await upsertAuth(client, casinoId, { ...input, jwksUrl: defaultJwksUrl(input.baseUrl) });
-              if (apiKey !== null) await client.query("insert into hub_secret.casino_api_key (casino_id, api_key) values ($1, $2)", [casinoId, apiKey]);
-              return { casinoId };
-            }),
-          );
-        },
-        async hubSetCasinoAuth(_p: unknown, { input }: { input: { casinoId: string } & CasinoAuthInput }, context: PluginContext) {
-          requireOperator(context);
-          if (!input.jwtPublicKey && !input.jwksUrl) {
-            throw clientError(ErrorCode.BAD_USER_INPUT, "Give jwtPublicKey or jwksUrl.");
-          }
-          await checkAuthInput(input);
-          return guarded(async () => {
-            await upsertAuth(context.superuserPool, input.casinoId, input);
-            return { casinoId: input.casinoId };
-          });
-        },
-        async hubAddCurrency(_p: unknown, { input }: { input: { casinoId: string; key: string; displayUnitName: string; displayUnitScale: number } }, context: PluginContext) {
-          requireOperator(context);
-          return guarded(async () => {
-            await context.superuserPool.query(
-              "insert into hub.currency (key, casino_id, display_unit_name, display_unit_scale) values ($1, $2, $3, $4)",
-              [input.key, input.casinoId, input.displayUnitName, input.displayUnitScale],
-            );
-            return { casinoId: input.casinoId, key: input.key };
-          });
-        },
-        async hubAddExperience(_p: unknown, { input }: { input: { casinoId: string; name: string } }, context: PluginContext) {
-          requireOperator(context);
-          return guarded(async () => {
-            const { rows } = await context.superuserPool.query<{ id: string }>("insert into hub.experience (casino_id, name) values ($1, $2) returning id", [input.casinoId, input.name]);
-            return { experienceId: rows[0]!.id };
-          });
-        },
+        ...setupResolvers,
         hubCreditBalance: (_p: unknown, { input }: { input: BalanceInput }, context: PluginContext) => changeBalance("credit", input, context),
         hubDebitBalance: (_p: unknown, { input }: { input: BalanceInput }, context: PluginContext) => changeBalance("debit", input, context),
         hubCreditBankroll: (_p: unknown, { input }: { input: BankrollInput }, context: PluginContext) => changeBankroll(1, input, context),
