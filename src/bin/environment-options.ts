@@ -14,6 +14,7 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { HubError, configInvalid } from "../errors.js";
 import { whereLoadFailed } from "../startup-errors.js";
+import * as parse from "../parse.js";
 import type { ServerOptions } from "../options.js";
 
 async function demoOptions(): Promise<ServerOptions> {
@@ -59,8 +60,8 @@ async function configModuleOptions(file: string): Promise<ServerOptions> {
 }
 
 export async function optionsFromEnvironment(env: NodeJS.ProcessEnv = process.env): Promise<ServerOptions> {
-  const examples = env.HUB_EXAMPLES ?? "on";
-  if (examples !== "on" && examples !== "off") throw configInvalid("HUB_EXAMPLES", examples, "on or off");
+  const examples = parse.onOff(env.HUB_EXAMPLES ?? "on");
+  if ("expected" in examples) throw configInvalid("HUB_EXAMPLES", env.HUB_EXAMPLES, examples.expected);
   if (env.HUB_CONFIG) return configModuleOptions(env.HUB_CONFIG);
-  return examples === "off" ? {} : demoOptions();
+  return examples.value ? demoOptions() : {};
 }
