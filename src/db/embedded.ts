@@ -276,6 +276,16 @@ function freePort(): Promise<number> {
   });
 }
 
+/** Whether another process listens on the port (binding it fails with EADDRINUSE). */
+function portTaken(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = net.createServer();
+    probe.unref();
+    probe.once("error", (error: NodeJS.ErrnoException) => resolve(error.code === "EADDRINUSE"));
+    probe.listen(port, "127.0.0.1", () => probe.close(() => resolve(false)));
+  });
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function tailLog(file: string): Promise<string> {
@@ -354,16 +364,16 @@ async function startPostmaster(
 ): Promise<{ child: ChildProcess; port: number }> {
   let lastError: unknown;
   for (let attempt = 0; attempt < 5; attempt++) {
-    const child = spawnPostmaster(clusterDir, await freePort(), bins, owner, logFile);
+    const port = await freePort();
+    const child = spawnPostmaster(clusterDir, port, bins, owner, logFile);
     onSpawned?.();
     try {
       const ready = await waitReady(clusterDir, child, child.pid ?? -1, logFile);
       return { child, port: ready };
     } catch (error) {
       lastError = error;
-      const tail = await tailLog(logFile);
-      // A port taken between our probe and postgres's bind: try another.
-      if (!/could not bind|Address already in use/i.test(tail)) break;
+      // A port taken between our probe and postgres's bind (postgres exited, the port is in use): try another.
+      if (isAlive(child.pid ?? -1) || !(await portTaken(port))) break;
     }
   }
   throw lastError;
