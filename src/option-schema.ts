@@ -70,8 +70,15 @@ function schemaUnder(root: SchemaObject, path: (string | number)[]): SchemaObjec
   return schema;
 }
 
-/** A checker for one schema, compiled once: the first problem of a value, or undefined when the value fits. */
+/**
+ * A checker for one schema, compiled at its first use (compiling costs
+ * milliseconds that importing the library should not): the first problem of
+ * a value, or undefined when the value fits.
+ */
 export function optionChecker(schema: SchemaObject): (value: unknown) => OptionProblem | undefined {
-  const validate: ValidateFunction = ajv.compile(schema);
-  return (value) => (validate(value) ? undefined : toProblem(validate.errors![0]!, (path) => schemaUnder(schema, path)));
+  let validate: ValidateFunction | undefined;
+  return (value) => {
+    validate ??= ajv.compile(schema);
+    return validate(value) ? undefined : toProblem(validate.errors![0]!, (path) => schemaUnder(schema, path));
+  };
 }
