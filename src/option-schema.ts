@@ -10,13 +10,22 @@
  * of parse.ts; the options that override a variable go through the same
  * parser, so both sources give one message.
  */
-import { Ajv, type ErrorObject, type SchemaObject, type ValidateFunction } from "ajv";
+import { createRequire } from "node:module";
+import type { Ajv as AjvInstance, ErrorObject, SchemaObject, ValidateFunction } from "ajv";
 
-const ajv = new Ajv({ verbose: true, allErrors: false, strict: true });
-/** What the schema accepts, in words: the end of the hub's message. */
-ajv.addKeyword({ keyword: "expected", schemaType: "string" });
-/** A function (JSON schema has no type for one). */
-ajv.addKeyword({ keyword: "isFunction", schemaType: "boolean", errors: false, validate: (_: boolean, data: unknown) => typeof data === "function" });
+let ajv: AjvInstance | undefined;
+
+/** One ajv for every option schema, loaded at the first check (Fastify loads the same module when a server starts). */
+function validator(): AjvInstance {
+  if (ajv) return ajv;
+  const { Ajv } = createRequire(import.meta.url)("ajv") as typeof import("ajv");
+  ajv = new Ajv({ verbose: true, allErrors: false, strict: true });
+  /** What the schema accepts, in words: the end of the hub's message. */
+  ajv.addKeyword({ keyword: "expected", schemaType: "string" });
+  /** A function (JSON schema has no type for one). */
+  ajv.addKeyword({ keyword: "isFunction", schemaType: "boolean", errors: false, validate: (_: boolean, data: unknown) => typeof data === "function" });
+  return ajv;
+}
 
 export interface OptionProblem {
   /** Keys and indexes from the checked object down to the value refused. */
@@ -78,7 +87,7 @@ function schemaUnder(root: SchemaObject, path: (string | number)[]): SchemaObjec
 export function optionChecker(schema: SchemaObject): (value: unknown) => OptionProblem | undefined {
   let validate: ValidateFunction | undefined;
   return (value) => {
-    validate ??= ajv.compile(schema);
+    validate ??= validator().compile(schema);
     return validate(value) ? undefined : toProblem(validate.errors![0]!, (path) => schemaUnder(schema, path));
   };
 }

@@ -75,6 +75,25 @@ t.test("options are validated before anything starts", async (t) => {
   await t.rejects(startAndListen(42 as never), { code: "HUB_OPTION_INVALID" });
 });
 
+t.test("a value inside an object or array option is named by its path, with what was received there", async (t) => {
+  const refusals: [Record<string, unknown>, string][] = [
+    [{ websocket: { maxOperations: 0 } }, 'Server option "websocket" is invalid at websocket.maxOperations: received 0, expected an integer >= 1.'],
+    [{ websocket: { maxOps: 5 } }, 'Server option "websocket" is invalid at websocket.maxOps: received 5, expected one of the keys connectionInitTimeoutMs, maxOperations, maxMessageBytes, keepAliveMs, connectionsPerIdentity.'],
+    [{ transfers: { concurrency: 0 } }, 'Server option "transfers" is invalid at transfers.concurrency: received 0, expected a whole number >= 1.'],
+    [{ transfers: { connectors: { fast: "http" } } }, 'Server option "transfers" is invalid at transfers.connectors.fast: received "http", expected a connector factory: (settings) => CasinoConnector.'],
+    [{ extraPgSchemas: ["app", "1st"] }, 'Server option "extraPgSchemas" is invalid at extraPgSchemas[1]: received "1st", expected a Postgres schema name such as "app".'],
+    [{ plugins: [{ name: "A" }, { version: "1" }] }, 'Server option "plugins" is invalid at plugins[1]: received {"version":"1"}, expected a Graphile plugin (an object with a name).'],
+    [{ identityCacheTtlMs: Number.POSITIVE_INFINITY }, 'Server option "identityCacheTtlMs" is invalid: received Infinity, expected a number of milliseconds >= 0.'],
+  ];
+  for (const [options, message] of refusals) {
+    await t.rejects(startAndListen({ ...base, ...options } as never), { code: "HUB_OPTION_INVALID", message }, message);
+  }
+  // Fine values pass the same schema: undefined counts as not given.
+  await t.rejects(startAndListen({ ...base, websocket: { maxOperations: undefined, keepAliveMs: 0 }, transfers: { worker: false, connectors: {} }, port: 99999 }), {
+    message: /"port".*99999/,
+  });
+});
+
 t.test("stop() closes HTTP and the database", async (t) => {
   const dataDir = tmpDir(t);
   const hub = await startAndListen({ ...base, dataDir });
