@@ -95,6 +95,11 @@ t.test("graphql-js's errors are recognised by origin: the token limit, and the a
   t.ok(isTokenLimit(limited as GraphQLError, new Source(text), 4), "more tokens than allowed");
   const syntax = await failure(async () => parse(new Source("{ a b c ) }"), { maxTokens: 40 }));
   t.notOk(isTokenLimit(syntax as GraphQLError, new Source("{ a b c ) }"), 40), "a syntax error is not the token limit");
+  const unclosed = "{ a b c";
+  const atTheEnd = await failure(async () => parse(new Source(unclosed), { maxTokens: 4 }));
+  t.notOk(isTokenLimit(atTheEnd as GraphQLError, new Source(unclosed), 4), "exactly the limit, then a syntax error at the end: a syntax error");
+  const comments = "# one\n{ a # two\n b }";
+  t.doesNotThrow(() => parse(new Source(comments), { maxTokens: 4 }), "comments do not count");
 
   const schema = buildSchema("type Query { a(x: Int): Int }");
   const overlapping = `{ ${Array.from({ length: 3000 }, (_, i) => `a(x: ${i % 2})`).join(" ")} }`;

@@ -54,8 +54,8 @@ export const isValidationAborted = (error: GraphQLError): boolean => error === v
 
 /**
  * Whether a syntax error is graphql's refusal to read past `maxTokens`
- * lexical tokens: the error stands at a token after the first `maxTokens`
- * (counted again here, as the parser counts them, without comments).
+ * lexical tokens: raised at the first token beyond them (counted again here,
+ * as the parser counts them: comments and the end of the document do not count).
  */
 export function isTokenLimit(error: GraphQLError, source: Source, maxTokens: number): boolean {
   const at = error.positions?.[0];
@@ -63,11 +63,14 @@ export function isTokenLimit(error: GraphQLError, source: Source, maxTokens: num
   const lexer = new Lexer(source);
   let tokens = 0;
   try {
-    for (let token = lexer.advance(); token.kind !== TokenKind.EOF && token.start < at && tokens < maxTokens; token = lexer.advance()) tokens++;
+    for (let token = lexer.advance(); token.kind !== TokenKind.EOF; token = lexer.advance()) {
+      if (++tokens > maxTokens) return token.start === at;
+      if (token.start >= at) return false;
+    }
   } catch {
-    return false; // a lexical error before the error's place: a syntax error
+    // A lexical error on the way: that is the syntax error.
   }
-  return tokens >= maxTokens;
+  return false;
 }
 
 /**
