@@ -18,6 +18,8 @@ export interface TransferOptions {
   concurrency?: number;
   /** Allowed difference between the hub's and a casino's clocks, ms (default 30000): a refund waits this long past a send's expiry. */
   clockSkewMs?: number;
+  /** How long the hub has a casino apply a take request's transfer before it gives up and returns the reserve, ms (default 900000: 15 minutes). */
+  takeRequestTimeoutMs?: number;
   /** More connector kinds, by name (hub.casino_transfer_config.connector); "http" is built in. */
   connectors?: Record<string, ConnectorFactory>;
 }
@@ -33,9 +35,10 @@ export const DEFAULT_TRANSFER_OPTIONS: Omit<ResolvedTransferOptions, "connectors
   backoffMaxMs: 60_000,
   concurrency: 4,
   clockSkewMs: 30_000,
+  takeRequestTimeoutMs: 900_000,
 };
 
-const NUMBERS = ["pollIntervalMs", "casinoPollIntervalMs", "requestTimeoutMs", "backoffBaseMs", "backoffMaxMs", "concurrency", "clockSkewMs"] as const;
+const NUMBERS = ["pollIntervalMs", "casinoPollIntervalMs", "requestTimeoutMs", "backoffBaseMs", "backoffMaxMs", "concurrency", "clockSkewMs", "takeRequestTimeoutMs"] as const;
 
 /** What was expected, or undefined when the value is acceptable (options.ts reports it). */
 export function checkTransferOptions(value: unknown): string | undefined {
