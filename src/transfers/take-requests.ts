@@ -191,12 +191,32 @@ export async function takeWindow(pool: pg.Pool, takeId: string, clockSkewMs: num
 
 /**
  * Before a send: until when it may be applied, committed on its own connection
- * so that it outlives a crash of the sender, and the attempt counted on the row.
+ * so that it outlives a crash of the sender, and the attempt counted on the
+ * row. false: no send may go out (the hub has given up, or the request is no
+ * longer PROCESSING). The window's row lock orders this with a give-up.
  */
-export async function beforeTakeSend(pool: pg.Pool, takeId: string, expiresAt: Date): Promise<void> {
-  await pool.query(
-    `with w as (update hub_hidden.take_request_window set send_expires_at = greatest(send_expires_at, $2) where take_request_id = $1)
-     update hub.take_request set completion_attempt_count = coalesce(completion_attempt_count, 0) + 1, transfer_completion_attempted_at = now(), updated_at = now() where id = $1`,
+export async function beforeTakeSend(pool: pg.Pool, takeId: string, expiresAt: Date): Promise<boolean> {
+  const { rowCount } = await pool.query(
+    `with w as (
+       update hub_hidden.take_request_window set send_expires_at = greatest(send_expires_at, $2)
+        where take_request_id = $1 and give_up_at > now() returning take_request_id)
+     update hub.take_request t set completion_attempt_count = coalesce(t.completion_attempt_count, 0) + 1, transfer_completion_attempted_at = now(), updated_at = now()
+       from w where t.id = w.take_request_id and t.status = 'PROCESSING'`,
     [takeId, expiresAt],
   );
+  return rowCount === 1;
+}
+
+/**
+ * Whether no send of the take request can still be applied, checked again
+ * while holding the window's row: a send that recorded its window after the
+ * worker looked is seen here, and one not yet recorded can no longer be.
+ */
+export async function sendWindowClosed(client: pg.ClientBase, takeId: string, clockSkewMs: number): Promise<boolean> {
+  const { rows } = await client.query<{ closed: boolean }>(
+    `select give_up_at <= now() and (send_expires_at is null or send_expires_at + $2 * interval '1 millisecond' <= now()) as closed
+       from hub_hidden.take_request_window where take_request_id = $1 for update`,
+    [takeId, clockSkewMs],
+  );
+  return rows[0]?.closed === true;
 }

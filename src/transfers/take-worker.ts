@@ -4,7 +4,7 @@ import type { Logger } from "../logger.js";
 import type { CasinoConnector, TakeOutcome, TakeRequestPage } from "./connector.js";
 import { TransferRefusal } from "./deposits.js";
 import type { ResolvedTransferOptions } from "./options.js";
-import { beforeTakeSend, checkTakeRequest, loadTake, recordTakeOutcome, recordTakeRequest, refundTake, rejectedAtCasino, takeWindow, type TakeRow } from "./take-requests.js";
+import { beforeTakeSend, sendWindowClosed, checkTakeRequest, loadTake, recordTakeOutcome, recordTakeRequest, refundTake, rejectedAtCasino, takeWindow, type TakeRow } from "./take-requests.js";
 import type { TransferJob } from "./worker.js";
 
 /** What an attempt learnt from the casino, written in one transaction once the call is over. */
@@ -93,9 +93,13 @@ export function createTakeAttempts(pool: pg.Pool, options: ResolvedTransferOptio
       const found = await casino.lookup(take.mp_take_request_id);
       if (found.status !== "NOT_FOUND") return record(take, found);
       const why = `${ErrorCode.TAKE_REQUEST_EXPIRED}: the casino did not complete the transfer by ${window.giveUpAt.toISOString()} and says it never applied it; the reserve was returned.`;
-      log.warn({ takeRequestId: take.mp_take_request_id }, "take request given up; the reserve was returned");
       return async (client) => {
+        if (!(await sendWindowClosed(client, take.id, options.clockSkewMs))) {
+          await client.query("update hub.transfer_job set next_attempt_at = now(), updated_at = now() where id = $1", [job.id]);
+          return;
+        }
         await refundTake(client, take, actor, { status: "REJECTED", why, mpTransferStatus: "EXPIRED" });
+        log.warn({ takeRequestId: take.mp_take_request_id }, "take request given up; the reserve was returned");
       };
     }
     if (job.attempts > 0) {
@@ -104,7 +108,7 @@ export function createTakeAttempts(pool: pg.Pool, options: ResolvedTransferOptio
       if (found && found.status !== "NOT_FOUND") return record(take, found);
     }
     const expiresAt = new Date(Date.now() + options.requestTimeoutMs);
-    await beforeTakeSend(pool, take.id, expiresAt);
+    if (!(await beforeTakeSend(pool, take.id, expiresAt))) return later(job, new Date(), "no send: the hub gave up on the transfer meanwhile");
     const outcome = await casino.transfer({ takeRequestId: take.mp_take_request_id, uname: take.uname, currencyKey: take.currency_key, amount: take.reserved_amount, expiresAt });
     return record(take, outcome);
   }
