@@ -89,8 +89,9 @@ const json = (res: http.ServerResponse, status: number, body: unknown) => {
 };
 
 /**
- * admin: also serve, without credentials, POST /admin/fund and POST /admin/deposit
- * ({ uname, currencyKey, amount, experience? }) and GET /admin/balances, for a
+ * admin: also serve, without credentials, POST /admin/fund, POST /admin/deposit and
+ * POST /admin/take ({ uname, currencyKey, amount, experience? }; a take's amount may
+ * be null), GET /admin/balances and GET /admin/takes, for a
  * person driving it with curl (bench/sim-casino.ts).
  */
 export async function startSimCasino(options: { apiKey?: string; port?: number; admin?: boolean } = {}): Promise<SimCasino> {
@@ -125,7 +126,14 @@ export async function startSimCasino(options: { apiKey?: string; port?: number; 
           if (req.method === "GET" && url.pathname === "/admin/balances") {
             return json(res, 200, Object.fromEntries([...balances].map(([u, m]) => [u, Object.fromEntries(m)])));
           }
-          const input = JSON.parse(body || "{}") as { uname: string; currencyKey: string; amount: number; experience?: string };
+          const input = JSON.parse(body || "{}") as { uname: string; currencyKey: string; amount: number | null; experience?: string };
+          if (req.method === "POST" && url.pathname === "/admin/take") {
+            return json(res, 200, { id: emitter.requestTake(input.uname, input.currencyKey, input.amount ?? null, input.experience) });
+          }
+          if (req.method === "GET" && url.pathname === "/admin/takes") {
+            return json(res, 200, takes.map(({ id, uname, currencyKey, amount, status }) => ({ id, uname, currencyKey, amount, status })));
+          }
+          if (input.amount === null) return json(res, 400, { error: "amount must be a number" });
           if (req.method === "POST" && url.pathname === "/admin/fund") {
             emitter.fund(input.uname, input.currencyKey, input.amount);
             return json(res, 200, { balance: emitter.balance(input.uname, input.currencyKey) });
