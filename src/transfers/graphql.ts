@@ -1,5 +1,5 @@
 import { GraphQLError } from "graphql";
-import { access, context, sideEffect } from "grafast";
+import { access, context, sideEffect, type ExecutableStep } from "grafast";
 import { extendSchema, gql } from "graphile-utils";
 import type pg from "pg";
 import type { Identity } from "../auth/identity.js";
@@ -91,6 +91,25 @@ async function lockedJob(client: pg.ClientBase, requestId: string): Promise<{ id
   if (job.leased && job.status === "PENDING") throw inProgress();
   if (job.status !== "PENDING") throw clientError(ErrorCode.TRANSFER_NOT_PENDING, `Withdrawal ${requestId} is no longer pending (its worker item is ${job.status}): nothing to do.`);
   return job;
+}
+
+/** hubRecordTakeRequest: a casino's backend delivers a take request; received (reserved or rejected) once. */
+function recordTakeRequestPlan($input: ExecutableStep) {
+  return sideEffect([$input, context().get("identity"), context().get("superuserPool")], async ([raw, identity, pool]) => {
+    const actor = operatorActor(identity);
+    const input = raw as { casinoId: string; mpTakeRequestId: string; uname: string; experience: string; currencyKey: string; amount?: number | null };
+    const casinoId = uuidArg("casinoId", input.casinoId);
+    if (input.amount != null) wholeAmount("amount", input.amount);
+    const result = await guarded(async () => {
+      const take = checkTakeRequest({ id: input.mpTakeRequestId, uname: input.uname, experience: input.experience, currencyKey: input.currencyKey, amount: input.amount ?? null });
+      const { rows } = await pool.query("select 1 from hub.casino where id = $1", [casinoId]);
+      if (!rows[0]) throw clientError(ErrorCode.UNKNOWN_CASINO, `No casino has the id ${casinoId}.`);
+      const { row, created } = await withPgPoolTransaction(pool, (client) => recordTakeRequest(client, casinoId, take, actor, transferOptions().takeRequestTimeoutMs));
+      return { takeRequestId: row.id, created };
+    });
+    wakeWorkers();
+    return result;
+  });
 }
 
 export const HubTransfersPlugin = extendSchema((build) => {
@@ -226,23 +245,7 @@ export const HubTransfersPlugin = extendSchema((build) => {
               return { requestId };
             });
           },
-          hubRecordTakeRequest(_parent, fieldArgs) {
-            return sideEffect([fieldArgs.getRaw("input"), context().get("identity"), context().get("superuserPool")], async ([raw, identity, pool]) => {
-              const actor = operatorActor(identity);
-              const input = raw as { casinoId: string; mpTakeRequestId: string; uname: string; experience: string; currencyKey: string; amount?: number | null };
-              const casinoId = uuidArg("casinoId", input.casinoId);
-              if (input.amount != null) wholeAmount("amount", input.amount);
-              const result = await guarded(async () => {
-                const take = checkTakeRequest({ id: input.mpTakeRequestId, uname: input.uname, experience: input.experience, currencyKey: input.currencyKey, amount: input.amount ?? null });
-                const { rows } = await pool.query("select 1 from hub.casino where id = $1", [casinoId]);
-                if (!rows[0]) throw clientError(ErrorCode.UNKNOWN_CASINO, `No casino has the id ${casinoId}.`);
-                const { row, created } = await withPgPoolTransaction(pool, (client) => recordTakeRequest(client, casinoId, take, actor, transferOptions().takeRequestTimeoutMs));
-                return { takeRequestId: row.id, created };
-              });
-              wakeWorkers();
-              return result;
-            });
-          },
+          hubRecordTakeRequest: (_parent, fieldArgs) => recordTakeRequestPlan(fieldArgs.getRaw("input")),
           hubSetCasinoTransfers(_parent, fieldArgs) {
             return sideEffect([fieldArgs.getRaw("input"), context().get("identity"), context().get("superuserPool")], async ([raw, identity, pool]) => {
               operatorActor(identity);
