@@ -11,6 +11,8 @@ import { createPlayer, startTestServer, type TestServer } from "@hubpkg/hub/test
 import { gql } from "./helpers/http.js";
 import { startSimCasino, type SimCasino } from "./helpers/sim-casino.js";
 import { addSimCasino, FAST_TRANSFERS, ok, reconcile, sleep, waitFor } from "./helpers/transfers.js";
+// Internal: the two checks that order a send with a give-up.
+import { beforeTakeSend, sendWindowClosed } from "../dist/src/transfers/take-requests.js";
 
 interface World {
   server: TestServer;
@@ -146,6 +148,10 @@ t.test("idempotent: the same take request delivered twice (push, and a duplicati
   t.equal(half.body.errors?.[0]?.extensions?.code, "INVALID_AMOUNT");
   const asPlayer = await gql(w.server.url, RECORD, { i: { ...input, mpTakeRequestId: "00000000-0000-0000-0000-00000000000c" } }, alice.headers);
   t.equal(asPlayer.body.errors?.[0]?.extensions?.code, "FORBIDDEN", "a player cannot record take requests");
+  const nowhere = await gql(w.server.url, RECORD, { i: { ...input, casinoId: w.server.playgroundCasinoId, mpTakeRequestId: "00000000-0000-0000-0000-00000000000d" } }, w.operator);
+  t.equal(nowhere.body.errors?.[0]?.extensions?.code, "TRANSFERS_NOT_CONFIGURED", `a casino the hub cannot transfer to: ${nowhere.body.errors?.[0]?.message}`);
+  const unknown = await gql(w.server.url, RECORD, { i: { ...input, casinoId: "00000000-0000-0000-0000-00000000000e", mpTakeRequestId: "00000000-0000-0000-0000-00000000000e" } }, w.operator);
+  t.equal(unknown.body.errors?.[0]?.extensions?.code, "UNKNOWN_CASINO");
 
   // The poll delivers every take request twice on each page: still one reservation each.
   w.casino.duplicateIncoming = true;
@@ -268,4 +274,32 @@ t.test("visibility: the player sees their own take requests only; the operator s
   const bobJobs = await ok(w.server.url, bob.headers, `{ allHubTransferJobs { totalCount } }`);
   t.equal(bobJobs.allHubTransferJobs.totalCount, 0, "players see no worker items");
   await settled(t, w);
+});
+
+t.test("a send and a give-up exclude each other: no send once given up; no refund while a recorded send may still land", async (t) => {
+  // The worker is off: the test plays both sides on the take request's rows.
+  const casino = await startSimCasino();
+  t.teardown(() => casino.close());
+  const server = await startTestServer({ transfers: { ...FAST_TRANSFERS, worker: false } });
+  t.teardown(() => server.stop());
+  const { apiKey } = await server.authenticateOperator();
+  const w: World = { server, casino, casinoId: "", operator: { authorization: `apikey:${apiKey}` } };
+  w.casinoId = await addSimCasino(server.url, w.operator, casino, { poll: false });
+  await player(w, "alice", 1000);
+  const mpId = casino.requestTake("alice", "BTC", 100);
+  const { hubRecordTakeRequest } = await ok(server.url, w.operator, RECORD, { i: { casinoId: w.casinoId, mpTakeRequestId: mpId, uname: "alice", experience: "main", currencyKey: "BTC", amount: 100 } });
+  const id = hubRecordTakeRequest.takeRequest.id as string;
+  const soon = new Date(Date.now() + 60_000);
+
+  t.equal(await beforeTakeSend(server.dbPool, id, soon), true, "before the give-up time a send may go out, its window recorded first");
+  const client = await server.dbPool.connect();
+  t.teardown(() => client.release());
+  await server.dbPool.query("update hub_hidden.take_request_window set give_up_at = now() - interval '1 second' where take_request_id = $1", [id]);
+  t.equal(await sendWindowClosed(client, id, 0), false, "given up, but the recorded send may still land: no refund yet");
+  await server.dbPool.query("update hub_hidden.take_request_window set send_expires_at = now() - interval '1 second' where take_request_id = $1", [id]);
+  t.equal(await sendWindowClosed(client, id, 0), true, "once its window has passed, a refund may be decided");
+  t.equal(await sendWindowClosed(client, id, 5000), false, "not before the allowed clock difference has passed too");
+  t.equal(await beforeTakeSend(server.dbPool, id, soon), false, "no send goes out once the hub has given up");
+  const { rows } = await server.dbPool.query("select send_expires_at < now() as closed, completion_attempt_count from hub.take_request t join hub_hidden.take_request_window w on w.take_request_id = t.id where t.id = $1", [id]);
+  t.same(rows[0], { closed: true, completion_attempt_count: 1 }, "the refused send neither reopened the window nor counted as an attempt");
 });

@@ -102,8 +102,12 @@ function recordTakeRequestPlan($input: ExecutableStep) {
     if (input.amount != null) wholeAmount("amount", input.amount);
     const result = await guarded(async () => {
       const take = checkTakeRequest({ id: input.mpTakeRequestId, uname: input.uname, experience: input.experience, currencyKey: input.currencyKey, amount: input.amount ?? null });
-      const { rows } = await pool.query("select 1 from hub.casino where id = $1", [casinoId]);
-      if (!rows[0]) throw clientError(ErrorCode.UNKNOWN_CASINO, `No casino has the id ${casinoId}.`);
+      const endpoint = await transferEndpoint(pool, casinoId);
+      if (!endpoint.found) throw clientError(ErrorCode.UNKNOWN_CASINO, `No casino has the id ${casinoId}.`);
+      // A reserve the hub could never transfer nor refund would be stuck: refuse before taking anything.
+      if (!endpoint.reachable) {
+        throw clientError(ErrorCode.TRANSFERS_NOT_CONFIGURED, `hubRecordTakeRequest: casino ${casinoId} has no transfer endpoint, so the hub could not transfer the take request; give it a base URL or a url with hubSetCasinoTransfers.`);
+      }
       const { row, created } = await withPgPoolTransaction(pool, (client) => recordTakeRequest(client, casinoId, take, actor, transferOptions().takeRequestTimeoutMs));
       return { takeRequestId: row.id, created };
     });
