@@ -8,6 +8,7 @@
 import "./helpers/env.js";
 import t, { type Test } from "tap";
 import { createPlayer, startTestServer, type TestServer } from "@hubpkg/hub/test";
+import { createHttpConnector, type ConnectorFactory } from "@hubpkg/hub";
 import { gql } from "./helpers/http.js";
 import { startSimCasino, type SimCasino } from "./helpers/sim-casino.js";
 import { addSimCasino, FAST_TRANSFERS, ok, reconcile, sleep, waitFor } from "./helpers/transfers.js";
@@ -21,10 +22,12 @@ interface World {
   operator: Record<string, string>;
 }
 
-async function world(t: Test, opts: { takeRequests?: boolean; takeRequestTimeoutMs?: number } = {}): Promise<World> {
+async function world(t: Test, opts: { takeRequests?: boolean; takeRequestTimeoutMs?: number; connectors?: Record<string, ConnectorFactory> } = {}): Promise<World> {
   const casino = await startSimCasino();
   t.teardown(() => casino.close());
-  const server = await startTestServer({ transfers: { ...FAST_TRANSFERS, ...(opts.takeRequestTimeoutMs ? { takeRequestTimeoutMs: opts.takeRequestTimeoutMs } : {}) } });
+  const server = await startTestServer({
+    transfers: { ...FAST_TRANSFERS, ...(opts.takeRequestTimeoutMs ? { takeRequestTimeoutMs: opts.takeRequestTimeoutMs } : {}), ...(opts.connectors ? { connectors: opts.connectors } : {}) },
+  });
   t.teardown(() => server.stop());
   const { apiKey } = await server.authenticateOperator();
   const operator = { authorization: `apikey:${apiKey}` };
@@ -247,7 +250,20 @@ t.test("the casino keeps failing: the hub gives up, returns the reserve exactly 
 });
 
 t.test("visibility: the player sees their own take requests only; the operator sees every one", async (t) => {
-  const w = await world(t);
+  // A connector of the project's own: without the take methods it cannot fetch take requests.
+  const w = await world(t, {
+    connectors: {
+      "without-takes": (settings) => {
+        const { fetchIncoming, acknowledge, send, lookup } = createHttpConnector(settings);
+        return { fetchIncoming, acknowledge, send, lookup };
+      },
+    },
+  });
+  const SET = "mutation($i: HubSetCasinoTransfersInput!) { hubSetCasinoTransfers(input: $i) { casinoId } }";
+  const refused = await gql(w.server.url, SET, { i: { casinoId: w.casinoId, connector: "without-takes", url: `${w.casino.baseUrl}/hub/transfers`, poll: false, takeRequests: true } }, w.operator);
+  t.equal(refused.body.errors?.[0]?.extensions?.code, "TAKE_REQUESTS_NOT_SUPPORTED", `a connector without take requests: ${refused.body.errors?.[0]?.message}`);
+  await ok(w.server.url, w.operator, SET, { i: { casinoId: w.casinoId, connector: "without-takes", url: `${w.casino.baseUrl}/hub/transfers`, poll: false } });
+  await ok(w.server.url, w.operator, SET, { i: { casinoId: w.casinoId, poll: false } });
   const alice = await player(w, "alice", 1000);
   const bob = await player(w, "bob", 1000);
   const mpId = w.casino.requestTake("alice", "BTC", 100);
