@@ -86,6 +86,12 @@ export const ErrorCodes = {
   READ_ONLY_FIELD: "An update's patch changes a field the hub keeps itself (a bankroll's bets, wagered, expected value or keys): only amount may differ.",
   FAUCET_NOT_ENABLED: "hubClaimFaucet: the operator has not enabled the faucet for that currency in the session's casino (or the currency does not exist).",
   FAUCET_TOO_SOON: "hubClaimFaucet: the player already claimed that currency in this experience within the cooldown; extensions.retryAfterSeconds says how long to wait.",
+  // Take requests (the casino takes a player's funds back)
+  TAKE_REQUEST_INVALID: "A take request lacks a field or has one the hub cannot accept (a UUID id, player and experience names of 1 to 200 characters, a currency of the casino): not received, nothing reserved.",
+  TAKE_REQUEST_MISMATCH: "A casino reported a take request id already received with another casino, amount, player, experience or currency: refused and logged at error level (the first report stands).",
+  TAKE_REQUEST_INSUFFICIENT_FUNDS: "A take request asks for more than the player's balance (or for the whole of an empty balance): recorded REJECTED with insufficientBalanceError, nothing taken, the casino told.",
+  TAKE_REQUEST_EXPIRED: "The casino did not apply a take request's transfer before the hub gave up (transfers.takeRequestTimeoutMs) and says it never applied it: recorded REJECTED, the reserve returned through the ledger, the casino told.",
+  TAKE_REQUESTS_NOT_SUPPORTED: "hubSetCasinoTransfers: takeRequests is true but the casino's connector has no take requests (fetchTakeRequests, transferTake, lookupTake, rejectTake).",
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCodes;

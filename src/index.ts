@@ -13,5 +13,5 @@ export { HubGameConfigPlugin, type HubGameConfigOptions } from "./fair/game-conf
 export type { OutcomeBetConfig, OutcomeBetConfigMap, CustomGameConfig, CustomGameConfigMap } from "./fair/outcome-bet.js";
 export { validateRisk, type RiskPolicy, type RiskPolicyArgs, type RiskLimits, type ValidateRiskInput, type ValidateRiskResult } from "./fair/risk.js";
 export { createHttpConnector } from "./transfers/http-connector.js";
-export { OutcomeUnknownError, type CasinoConnector, type ConnectorFactory, type ConnectorSettings, type IncomingPage, type IncomingTransfer, type OutgoingTransfer, type OutgoingOutcome, type LookupOutcome } from "./transfers/connector.js";
+export { OutcomeUnknownError, type CasinoConnector, type ConnectorFactory, type ConnectorSettings, type IncomingPage, type IncomingTransfer, type OutgoingTransfer, type OutgoingOutcome, type LookupOutcome, type TakeRequest, type TakeRequestPage, type TakeTransfer, type TakeOutcome } from "./transfers/connector.js";
 export type { TransferOptions } from "./transfers/options.js";

@@ -145,6 +145,13 @@ async function seed() {
       [request.rows[0]!.id, p.casinoId, p.userId, p.experienceId, `out-${transferId}`],
     );
     await db.query("insert into hub.transfer_job (kind, casino_id, withdrawal_request_id, status) values ('WITHDRAWAL', $1, $2, 'DONE')", [p.casinoId, request.rows[0]!.id]);
+    // A completed take request with its worker item (done).
+    const take = await db.query<{ id: string }>(
+      `insert into hub.take_request (mp_take_request_id, casino_id, user_id, experience_id, currency_key, amount, reserved_amount, status, mp_status, mp_transfer_id, mp_transfer_status)
+       values (gen_random_uuid(), $1, $2, $3, 'GEMS', 2, 2, 'COMPLETED', 'TRANSFERRED', gen_random_uuid(), 'COMPLETED') returning id`,
+      [p.casinoId, p.userId, p.experienceId],
+    );
+    await db.query("insert into hub.transfer_job (kind, casino_id, take_request_id, status) values ('TAKE', $1, $2, 'DONE')", [p.casinoId, take.rows[0]!.id]);
     // A lost bet of 10, booked as a game books it: both ledger rows carry the bet's id.
     const betId = (await db.query("select hub_hidden.uuid_generate_v7() as id")).rows[0].id as string;
     const after = await db.query("select amount from hub_hidden.debit_balance($1, $2, $3, 'CHIPS', 10, 'seed', 'bet', $4)", [p.userId, p.casinoId, p.experienceId, betId]);

@@ -47,6 +47,41 @@ export type OutgoingOutcome =
 /** What a lookup by idempotency key found. */
 export type LookupOutcome = OutgoingOutcome | { status: "NOT_FOUND" };
 
+/** The casino asks the hub to take a player's funds back (the original's take request). */
+export interface TakeRequest {
+  /** The casino's id of the take request (a UUID): the hub acts on each once. */
+  id: string;
+  uname: string;
+  /** The experience's name in the hub (created when missing). */
+  experience: string;
+  currencyKey: string;
+  /** Whole base units; null: the player's whole balance. */
+  amount: number | null;
+}
+
+export interface TakeRequestPage {
+  takeRequests: TakeRequest[];
+  cursor: string | null;
+  more: boolean;
+}
+
+export interface TakeTransfer {
+  /** The take request's id at the casino: the idempotency key of its transfer. */
+  takeRequestId: string;
+  uname: string;
+  currencyKey: string;
+  /** What the hub reserved: whole base units. */
+  amount: number;
+  /** The casino must refuse to apply it for the first time after this instant (its clock). */
+  expiresAt: Date;
+}
+
+/** A definitive answer about a take request's transfer. */
+export type TakeOutcome =
+  | { status: "COMPLETED"; mpTransferId: string }
+  /** takeRequestStatus: the casino's status of its take request, when it says (USER_CANCELED: the player withdrew it). */
+  | { status: "REFUSED"; reason: string; takeRequestStatus?: string };
+
 export interface CasinoConnector {
   /** New incoming transfers after cursor (null: from the start). */
   fetchIncoming(cursor: string | null): Promise<IncomingPage>;
@@ -56,6 +91,17 @@ export interface CasinoConnector {
   send(transfer: OutgoingTransfer): Promise<OutgoingOutcome>;
   /** What the casino did with a key; rejects when it cannot tell right now. */
   lookup(idempotencyKey: string): Promise<LookupOutcome>;
+  /**
+   * Take requests (optional: a casino that has none leaves them out, and
+   * hubSetCasinoTransfers refuses takeRequests: true for it). The same rules
+   * as for withdrawals: the transfer is applied at most once per take request,
+   * a repeat answers the first outcome, and an unknown outcome rejects.
+   */
+  fetchTakeRequests?(cursor: string | null): Promise<TakeRequestPage>;
+  transferTake?(transfer: TakeTransfer): Promise<TakeOutcome>;
+  lookupTake?(takeRequestId: string): Promise<TakeOutcome | { status: "NOT_FOUND" }>;
+  /** Tell the casino the hub will not transfer it (reason: why); resolves once the casino has recorded it. */
+  rejectTake?(takeRequestId: string, reason: string): Promise<void>;
 }
 
 /** What a connector factory receives about its casino. */

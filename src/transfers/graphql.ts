@@ -1,5 +1,5 @@
 import { GraphQLError } from "graphql";
-import { access, context, sideEffect } from "grafast";
+import { access, context, sideEffect, type ExecutableStep } from "grafast";
 import { extendSchema, gql } from "graphile-utils";
 import type pg from "pg";
 import type { Identity } from "../auth/identity.js";
@@ -13,6 +13,7 @@ import { OutcomeUnknownError } from "./connector.js";
 import { connectorForCasino } from "./connectors.js";
 import { checkIncoming, recordDeposit, TransferRefusal } from "./deposits.js";
 import { transferOptions, wakeWorkers } from "./runtime.js";
+import { checkTakeRequest, recordTakeRequest } from "./take-requests.js";
 import { completeWithdrawal, loadWithdrawal, refundWithdrawal, requestWithdrawal, transferEndpoint } from "./withdrawals.js";
 
 /**
@@ -52,7 +53,7 @@ async function guarded<T>(fn: () => Promise<T>): Promise<T> {
   } catch (error) {
     if (error instanceof GraphQLError) throw error;
     if (error instanceof TransferRefusal) {
-      if (error.code === ErrorCode.TRANSFER_MISMATCH) logger.error({ code: error.code }, error.message);
+      if (error.code === ErrorCode.TRANSFER_MISMATCH || error.code === ErrorCode.TAKE_REQUEST_MISMATCH) logger.error({ code: error.code }, error.message);
       else logger.info({ code: error.code }, error.message);
       throw clientError(error.code, error.message);
     }
@@ -92,13 +93,37 @@ async function lockedJob(client: pg.ClientBase, requestId: string): Promise<{ id
   return job;
 }
 
+/** hubRecordTakeRequest: a casino's backend delivers a take request; received (reserved or rejected) once. */
+function recordTakeRequestPlan($input: ExecutableStep) {
+  return sideEffect([$input, context().get("identity"), context().get("superuserPool")], async ([raw, identity, pool]) => {
+    const actor = operatorActor(identity);
+    const input = raw as { casinoId: string; mpTakeRequestId: string; uname: string; experience: string; currencyKey: string; amount?: number | null };
+    const casinoId = uuidArg("casinoId", input.casinoId);
+    if (input.amount != null) wholeAmount("amount", input.amount);
+    const result = await guarded(async () => {
+      const take = checkTakeRequest({ id: input.mpTakeRequestId, uname: input.uname, experience: input.experience, currencyKey: input.currencyKey, amount: input.amount ?? null });
+      const endpoint = await transferEndpoint(pool, casinoId);
+      if (!endpoint.found) throw clientError(ErrorCode.UNKNOWN_CASINO, `No casino has the id ${casinoId}.`);
+      // A reserve the hub could never transfer nor refund would be stuck: refuse before taking anything.
+      if (!endpoint.reachable) {
+        throw clientError(ErrorCode.TRANSFERS_NOT_CONFIGURED, `hubRecordTakeRequest: casino ${casinoId} has no transfer endpoint, so the hub could not transfer the take request; give it a base URL or a url with hubSetCasinoTransfers.`);
+      }
+      const { row, created } = await withPgPoolTransaction(pool, (client) => recordTakeRequest(client, casinoId, take, actor, transferOptions().takeRequestTimeoutMs));
+      return { takeRequestId: row.id, created };
+    });
+    wakeWorkers();
+    return result;
+  });
+}
+
 export const HubTransfersPlugin = extendSchema((build) => {
   const resources = build.input.pgRegistry.pgResources;
   const deposit = resources.hub_deposit;
   const withdrawalRequest = resources.hub_withdrawal_request;
   const withdrawal = resources.hub_withdrawal;
   const job = resources.hub_transfer_job;
-  if (!deposit || !withdrawalRequest || !withdrawal || !job) {
+  const takeRequest = resources.hub_take_request;
+  if (!deposit || !withdrawalRequest || !withdrawal || !job || !takeRequest) {
     throw new Error("HubTransfersPlugin: the transfer tables are missing from the schema (is the `hub` schema migrated?)");
   }
   return {
@@ -137,6 +162,25 @@ export const HubTransfersPlugin = extendSchema((build) => {
         url: String
         "Fetch incoming transfers from the casino (default true); false: deposits arrive only by hubRecordDeposit."
         poll: Boolean
+        "Fetch the casino's take requests (default false); they may also arrive by hubRecordTakeRequest."
+        takeRequests: Boolean
+      }
+      input HubRecordTakeRequestInput {
+        casinoId: UUID!
+        "The casino's id of the take request: the hub acts on each once."
+        mpTakeRequestId: UUID!
+        "The player's name at the casino."
+        uname: String!
+        "The experience's name."
+        experience: String!
+        currencyKey: String!
+        "Whole base units, from 1 to 9007199254740991; null: the player's whole balance."
+        amount: Float
+      }
+      type HubRecordTakeRequestPayload {
+        takeRequest: HubTakeRequest
+        "false when this take request was already received: nothing was reserved this time."
+        created: Boolean!
       }
       type HubSetCasinoTransfersPayload {
         casinoId: UUID!
@@ -155,6 +199,8 @@ export const HubTransfersPlugin = extendSchema((build) => {
         hubRecordDeposit(input: HubRecordDepositInput!): HubRecordDepositPayload!
         "A player: move amount from the balance back to the casino; the hub sends it and retries until the casino answers."
         hubWithdraw(input: HubWithdrawInput!): HubWithdrawPayload!
+        "Operators (a casino backend): the casino asks the hub to take a player's funds back; reserved (or rejected) once per mpTakeRequestId."
+        hubRecordTakeRequest(input: HubRecordTakeRequestInput!): HubRecordTakeRequestPayload!
         "Operators: how the hub exchanges transfers with a casino."
         hubSetCasinoTransfers(input: HubSetCasinoTransfersInput!): HubSetCasinoTransfersPayload!
         "Operators: make a pending withdrawal due now instead of at its next attempt time."
@@ -203,10 +249,11 @@ export const HubTransfersPlugin = extendSchema((build) => {
               return { requestId };
             });
           },
+          hubRecordTakeRequest: (_parent, fieldArgs) => recordTakeRequestPlan(fieldArgs.getRaw("input")),
           hubSetCasinoTransfers(_parent, fieldArgs) {
             return sideEffect([fieldArgs.getRaw("input"), context().get("identity"), context().get("superuserPool")], async ([raw, identity, pool]) => {
               operatorActor(identity);
-              const input = raw as { casinoId: string; connector?: string | null; url?: string | null; poll?: boolean | null };
+              const input = raw as { casinoId: string; connector?: string | null; url?: string | null; poll?: boolean | null; takeRequests?: boolean | null };
               const casinoId = uuidArg("casinoId", input.casinoId);
               const connector = input.connector ?? "http";
               if (connector !== "http" && !transferOptions().connectors[connector]) {
@@ -216,6 +263,13 @@ export const HubTransfersPlugin = extendSchema((build) => {
                 throw clientError(ErrorCode.BAD_USER_INPUT, `url must be an http:// or https:// URL; received ${describeValue(input.url)}.`);
               }
               const poll = input.poll ?? true;
+              const takeRequests = input.takeRequests ?? false;
+              if (takeRequests && connector !== "http") {
+                const probe = transferOptions().connectors[connector]!({ casinoId, url: input.url ?? null, apiKey: null, timeoutMs: transferOptions().requestTimeoutMs });
+                if (!probe.fetchTakeRequests || !probe.transferTake || !probe.lookupTake || !probe.rejectTake) {
+                  throw clientError(ErrorCode.TAKE_REQUESTS_NOT_SUPPORTED, `takeRequests: true needs a connector with fetchTakeRequests, transferTake, lookupTake and rejectTake; the connector ${describeValue(connector)} lacks some of them.`);
+                }
+              }
               return guarded(() =>
                 withPgPoolTransaction(pool, async (client) => {
                   const { rows } = await client.query<{ base_url: string | null }>("select base_url from hub.casino where id = $1", [casinoId]);
@@ -224,9 +278,16 @@ export const HubTransfersPlugin = extendSchema((build) => {
                     throw clientError(ErrorCode.TRANSFERS_NOT_CONFIGURED, `Casino ${casinoId} has no base URL, so the http connector has nowhere to go: give url (its transfer endpoint).`);
                   }
                   await client.query(
-                    `insert into hub.casino_transfer_config (casino_id, connector, url, poll) values ($1, $2, $3, $4)
-                     on conflict (casino_id) do update set connector = excluded.connector, url = excluded.url, poll = excluded.poll, updated_at = now()`,
-                    [casinoId, connector, input.url ?? null, poll],
+                    `insert into hub.casino_transfer_config (casino_id, connector, url, poll, take_requests) values ($1, $2, $3, $4, $5)
+                     on conflict (casino_id) do update set connector = excluded.connector, url = excluded.url, poll = excluded.poll, take_requests = excluded.take_requests, updated_at = now()`,
+                    [casinoId, connector, input.url ?? null, poll, takeRequests],
+                  );
+                  await client.query(
+                    takeRequests
+                      ? `insert into hub.transfer_job (kind, casino_id) values ('TAKE_POLL', $1)
+                         on conflict (casino_id) where kind = 'TAKE_POLL' do update set status = 'PENDING', next_attempt_at = now(), updated_at = now()`
+                      : "update hub.transfer_job set status = 'DONE', updated_at = now() where kind = 'TAKE_POLL' and casino_id = $1",
+                    [casinoId],
                   );
                   if (poll) {
                     await client.query(
@@ -310,6 +371,12 @@ export const HubTransfersPlugin = extendSchema((build) => {
       HubRecordDepositPayload: {
         plans: {
           deposit: ($result: any) => deposit.get({ id: access($result, "depositId") }),
+          created: ($result: any) => access($result, "created"),
+        },
+      },
+      HubRecordTakeRequestPayload: {
+        plans: {
+          takeRequest: ($result: any) => takeRequest.get({ id: access($result, "takeRequestId") }),
           created: ($result: any) => access($result, "created"),
         },
       },

@@ -1,4 +1,4 @@
-import type { CasinoConnector, ConnectorSettings, IncomingPage, IncomingTransfer, LookupOutcome, OutgoingOutcome, OutgoingTransfer } from "./connector.js";
+import type { CasinoConnector, ConnectorSettings, IncomingPage, IncomingTransfer, LookupOutcome, OutgoingOutcome, OutgoingTransfer, TakeOutcome, TakeRequest, TakeRequestPage } from "./connector.js";
 import { OutcomeUnknownError } from "./connector.js";
 
 /**
@@ -13,11 +13,17 @@ import { OutcomeUnknownError } from "./connector.js";
  *   POST {url}/outgoing  { idempotencyKey, uname, currencyKey, amount, expiresAt }
  *                                         → { status: "COMPLETED", id } | { status: "REFUSED", reason }
  *   GET  {url}/outgoing/{idempotencyKey}  → the same, or 404 { status: "NOT_FOUND" }
+ *   GET  {url}/take-requests?cursor=&limit= → { takeRequests: [{ id, uname, experience, currencyKey, amount }], cursor, more }
+ *   POST {url}/take-requests/{id}/transfer { amount, expiresAt }
+ *                                         → { status: "COMPLETED", id } | { status: "REFUSED", reason, takeRequestStatus? }
+ *   GET  {url}/take-requests/{id}/transfer → the same, or 404 { status: "NOT_FOUND" }
+ *   POST {url}/take-requests/{id}/reject { reason } → 2xx
  *
  * Anything else (timeout, reset, 5xx, an answer that is not one of these) is
  * an unknown outcome: the worker asks again later with the same key.
  */
 export const INCOMING_PAGE_SIZE = 100;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export function defaultTransferUrl(baseUrl: string): string {
   return `${baseUrl.replace(/\/+$/, "")}/hub/transfers`;
@@ -65,6 +71,20 @@ export function createHttpConnector(settings: ConnectorSettings): CasinoConnecto
     return new OutcomeUnknownError(`${what}: HTTP ${status}, ${shown.length > 200 ? `${shown.slice(0, 197)}...` : shown}`);
   }
 
+  function takeOutcome(what: string, status: number, json: unknown): TakeOutcome {
+    const body = json as { status?: unknown; id?: unknown; reason?: unknown; takeRequestStatus?: unknown } | undefined;
+    // The original's transfer ids are UUIDs; another id is not an answer the hub can record.
+    if (status === 200 && body?.status === "COMPLETED" && typeof body.id === "string" && UUID.test(body.id)) return { status: "COMPLETED", mpTransferId: body.id.toLowerCase() };
+    if (status < 500 && body?.status === "REFUSED") {
+      return {
+        status: "REFUSED",
+        reason: typeof body.reason === "string" ? body.reason.slice(0, 500) : "refused",
+        ...(typeof body.takeRequestStatus === "string" ? { takeRequestStatus: body.takeRequestStatus } : {}),
+      };
+    }
+    throw unexpected(what, status, json);
+  }
+
   function outcome(what: string, status: number, json: unknown): OutgoingOutcome {
     const body = json as { status?: unknown; id?: unknown; reason?: unknown } | undefined;
     if (status === 200 && body?.status === "COMPLETED" && typeof body.id === "string" && body.id.length > 0) return { status: "COMPLETED", mpTransferId: body.id };
@@ -106,6 +126,32 @@ export function createHttpConnector(settings: ConnectorSettings): CasinoConnecto
       const { status, json } = await call("GET", `/outgoing/${encodeURIComponent(idempotencyKey)}`);
       if (status === 404 && (json as { status?: unknown } | undefined)?.status === "NOT_FOUND") return { status: "NOT_FOUND" };
       return outcome("GET /outgoing/:key", status, json);
+    },
+    async fetchTakeRequests(cursor): Promise<TakeRequestPage> {
+      const query = new URLSearchParams({ limit: String(INCOMING_PAGE_SIZE) });
+      if (cursor !== null) query.set("cursor", cursor);
+      const { status, json } = await call("GET", `/take-requests?${query}`);
+      const body = json as { takeRequests?: unknown; cursor?: unknown; more?: unknown } | undefined;
+      if (status !== 200 || !Array.isArray(body?.takeRequests)) throw unexpected("GET /take-requests", status, json);
+      return { takeRequests: body.takeRequests as TakeRequest[], cursor: typeof body.cursor === "string" ? body.cursor : cursor, more: body.more === true };
+    },
+    async transferTake(transfer) {
+      const { status, json } = await call("POST", `/take-requests/${encodeURIComponent(transfer.takeRequestId)}/transfer`, {
+        uname: transfer.uname,
+        currencyKey: transfer.currencyKey,
+        amount: transfer.amount,
+        expiresAt: transfer.expiresAt.toISOString(),
+      });
+      return takeOutcome("POST /take-requests/:id/transfer", status, json);
+    },
+    async lookupTake(takeRequestId) {
+      const { status, json } = await call("GET", `/take-requests/${encodeURIComponent(takeRequestId)}/transfer`);
+      if (status === 404 && (json as { status?: unknown } | undefined)?.status === "NOT_FOUND") return { status: "NOT_FOUND" as const };
+      return takeOutcome("GET /take-requests/:id/transfer", status, json);
+    },
+    async rejectTake(takeRequestId, reason) {
+      const { status, json } = await call("POST", `/take-requests/${encodeURIComponent(takeRequestId)}/reject`, { reason });
+      if (status < 200 || status > 299) throw unexpected("POST /take-requests/:id/reject", status, json);
     },
   };
 }

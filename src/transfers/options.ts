@@ -18,6 +18,8 @@ export interface TransferOptions {
   concurrency?: number;
   /** Allowed difference between the hub's and a casino's clocks, ms (default 30000): a refund waits this long past a send's expiry. */
   clockSkewMs?: number;
+  /** How long the hub has a casino apply a take request's transfer before it gives up and returns the reserve, ms (default 900000: 15 minutes). */
+  takeRequestTimeoutMs?: number;
   /** More connector kinds, by name (hub.casino_transfer_config.connector); "http" is built in. */
   connectors?: Record<string, ConnectorFactory>;
 }
@@ -33,6 +35,7 @@ export const DEFAULT_TRANSFER_OPTIONS: Omit<ResolvedTransferOptions, "connectors
   backoffMaxMs: 60_000,
   concurrency: 4,
   clockSkewMs: 30_000,
+  takeRequestTimeoutMs: 900_000,
 };
 
 const wholeAtLeast = (min: number) => ({ type: "integer", minimum: min, maximum: Number.MAX_SAFE_INTEGER, expected: `a whole number >= ${min}` });
@@ -40,7 +43,7 @@ const wholeAtLeast = (min: number) => ({ type: "integer", minimum: min, maximum:
 /** The JSON schema of the `transfers` option (checked with the other options, src/options.ts). */
 export const TRANSFER_OPTIONS_SCHEMA = {
   type: "object",
-  expected: "an object with any of worker, pollIntervalMs, casinoPollIntervalMs, requestTimeoutMs, backoffBaseMs, backoffMaxMs, concurrency, clockSkewMs and connectors",
+  expected: "an object with any of worker, pollIntervalMs, casinoPollIntervalMs, requestTimeoutMs, backoffBaseMs, backoffMaxMs, concurrency, clockSkewMs, takeRequestTimeoutMs and connectors",
   additionalProperties: false,
   properties: {
     worker: { type: "boolean", expected: "true or false" },
@@ -51,6 +54,7 @@ export const TRANSFER_OPTIONS_SCHEMA = {
     backoffMaxMs: wholeAtLeast(0),
     concurrency: wholeAtLeast(1),
     clockSkewMs: wholeAtLeast(0),
+    takeRequestTimeoutMs: wholeAtLeast(0),
     connectors: {
       type: "object",
       expected: "an object of connector factories by name: { name: (settings) => CasinoConnector }",

@@ -5,14 +5,16 @@ import { OutcomeUnknownError, type CasinoConnector, type IncomingPage, type Outg
 import { connectorForCasino } from "./connectors.js";
 import { checkIncoming, recordDeposit, TransferRefusal } from "./deposits.js";
 import { backoffMs, type ResolvedTransferOptions } from "./options.js";
+import { createTakeAttempts } from "./take-worker.js";
 import { completeWithdrawal, extendSendWindow, loadWithdrawal, refundWithdrawal, type WithdrawalForSend } from "./withdrawals.js";
 
 /** A row of the outbox (hub.transfer_job). */
 export interface TransferJob {
   id: string;
-  kind: "WITHDRAWAL" | "ACKNOWLEDGE" | "POLL" | "INCOMING";
+  kind: "WITHDRAWAL" | "ACKNOWLEDGE" | "POLL" | "INCOMING" | "TAKE_POLL" | "TAKE";
   casino_id: string;
   withdrawal_request_id: string | null;
+  take_request_id: string | null;
   mp_transfer_id: string | null;
   cursor: string | null;
   /** Attempts before this one. */
@@ -44,7 +46,7 @@ function createLeases(pool: pg.Pool, me: string, leaseMs: number, log: Logger) {
       `update hub.transfer_job j
           set locked_by = $1, locked_until = now() + $2 * interval '1 millisecond', attempts = j.attempts + 1, last_attempt_at = now(), updated_at = now()
         where j.id = (select id from hub.transfer_job where ${DUE} order by next_attempt_at limit 1 for update skip locked)
-        returning j.id, j.kind, j.casino_id, j.withdrawal_request_id, j.mp_transfer_id, j.cursor, j.attempts - 1 as attempts`,
+        returning j.id, j.kind, j.casino_id, j.withdrawal_request_id, j.take_request_id, j.mp_transfer_id, j.cursor, j.attempts - 1 as attempts`,
       [me, leaseMs],
     );
     return rows[0];
@@ -124,12 +126,15 @@ async function recordIncoming(client: pg.PoolClient, job: TransferJob, page: Inc
 
 /** One attempt at an item: the casino's calls, made with no transaction open, and what to record. */
 function createAttempts(pool: pg.Pool, options: ResolvedTransferOptions, log: Logger) {
+  const takes = createTakeAttempts(pool, options, WORKER_ACTOR, log);
   /** Talk to the casino about the item; what to record. Anything short of the database failing is a retry. */
   async function attempt(job: TransferJob): Promise<Write> {
     const attempts = job.attempts + 1;
     try {
       const connector = await connectorForCasino(pool, job.casino_id, options);
       if (job.kind === "WITHDRAWAL") return await sendWithdrawal(job, connector);
+      if (job.kind === "TAKE") return await takes.settle(job, connector);
+      if (job.kind === "TAKE_POLL") return await takes.poll(job, connector);
       if (job.kind === "ACKNOWLEDGE") {
         await connector.acknowledge(job.mp_transfer_id!);
         return async (client) => {

@@ -6,8 +6,9 @@
 import http from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { EventEmitter } from "node:events";
+import { randomUUID } from "node:crypto";
 
-export type Endpoint = "incoming" | "ack" | "outgoing" | "lookup";
+export type Endpoint = "incoming" | "ack" | "outgoing" | "lookup" | "takeList" | "takeTransfer" | "takeLookup" | "takeReject";
 
 /**
  * - delay: apply (outgoing), then answer after ms (past the hub's timeout)
@@ -31,6 +32,21 @@ interface Incoming {
 
 type Outcome = { status: "COMPLETED"; id: string } | { status: "REFUSED"; reason: string };
 
+/** A take request the casino made: it asks the hub for the player's funds back. */
+export interface SimTake {
+  seq: number;
+  id: string;
+  uname: string;
+  experience: string;
+  currencyKey: string;
+  /** null: the whole balance. */
+  amount: number | null;
+  status: "PENDING" | "TRANSFERRED" | "CONTROLLER_REJECTED" | "USER_CANCELED";
+  /** The transfer's outcome, once the hub sent it (kept to answer repeats and lookups). */
+  outcome?: Outcome & { amount: number };
+  rejectReason?: string;
+}
+
 export interface SimCasino extends EventEmitter {
   url: string;
   /** The base URL to register the casino with (transfers under /hub/transfers). */
@@ -40,6 +56,11 @@ export interface SimCasino extends EventEmitter {
   balances: Map<string, Map<string, number>>;
   incoming: Incoming[];
   outgoing: Map<string, Outcome & { uname: string; currencyKey: string; amount: number }>;
+  takes: SimTake[];
+  /** The casino asks the hub to take amount (null: everything) of the player's funds back; returns its id. */
+  requestTake(uname: string, currencyKey: string, amount: number | null, experience?: string): string;
+  /** The player withdraws the take request at the casino: a later transfer of it is refused. */
+  cancelTake(id: string): void;
   /** How many requests each endpoint received. */
   hits: Record<Endpoint, number>;
   /** A player moves amount from the casino into the hub: debited here, offered as an incoming transfer. */
@@ -68,8 +89,9 @@ const json = (res: http.ServerResponse, status: number, body: unknown) => {
 };
 
 /**
- * admin: also serve, without credentials, POST /admin/fund and POST /admin/deposit
- * ({ uname, currencyKey, amount, experience? }) and GET /admin/balances, for a
+ * admin: also serve, without credentials, POST /admin/fund, POST /admin/deposit and
+ * POST /admin/take ({ uname, currencyKey, amount, experience? }; a take's amount may
+ * be null), GET /admin/balances and GET /admin/takes, for a
  * person driving it with curl (bench/sim-casino.ts).
  */
 export async function startSimCasino(options: { apiKey?: string; port?: number; admin?: boolean } = {}): Promise<SimCasino> {
@@ -78,8 +100,9 @@ export async function startSimCasino(options: { apiKey?: string; port?: number; 
   const balances = new Map<string, Map<string, number>>();
   const incoming: Incoming[] = [];
   const outgoing: SimCasino["outgoing"] = new Map();
-  const faults: Record<Endpoint, Fault[]> = { incoming: [], ack: [], outgoing: [], lookup: [] };
-  const hits: Record<Endpoint, number> = { incoming: 0, ack: 0, outgoing: 0, lookup: 0 };
+  const takes: SimTake[] = [];
+  const faults: Record<Endpoint, Fault[]> = { incoming: [], ack: [], outgoing: [], lookup: [], takeList: [], takeTransfer: [], takeLookup: [], takeReject: [] };
+  const hits: Record<Endpoint, number> = { incoming: 0, ack: 0, outgoing: 0, lookup: 0, takeList: 0, takeTransfer: 0, takeLookup: 0, takeReject: 0 };
   const held: (() => void)[] = [];
   const sockets = new Set<Socket>();
   let seq = 0;
@@ -103,7 +126,14 @@ export async function startSimCasino(options: { apiKey?: string; port?: number; 
           if (req.method === "GET" && url.pathname === "/admin/balances") {
             return json(res, 200, Object.fromEntries([...balances].map(([u, m]) => [u, Object.fromEntries(m)])));
           }
-          const input = JSON.parse(body || "{}") as { uname: string; currencyKey: string; amount: number; experience?: string };
+          const input = JSON.parse(body || "{}") as { uname: string; currencyKey: string; amount: number | null; experience?: string };
+          if (req.method === "POST" && url.pathname === "/admin/take") {
+            return json(res, 200, { id: emitter.requestTake(input.uname, input.currencyKey, input.amount ?? null, input.experience) });
+          }
+          if (req.method === "GET" && url.pathname === "/admin/takes") {
+            return json(res, 200, takes.map(({ id, uname, currencyKey, amount, status }) => ({ id, uname, currencyKey, amount, status })));
+          }
+          if (input.amount === null) return json(res, 400, { error: "amount must be a number" });
           if (req.method === "POST" && url.pathname === "/admin/fund") {
             emitter.fund(input.uname, input.currencyKey, input.amount);
             return json(res, 200, { balance: emitter.balance(input.uname, input.currencyKey) });
@@ -120,11 +150,15 @@ export async function startSimCasino(options: { apiKey?: string; port?: number; 
       if (req.headers.authorization !== `Bearer ${apiKey}`) return json(res, 401, { error: "bad api key" });
       const path = url.pathname.replace(/^\/hub\/transfers/, "");
       let endpoint: Endpoint | undefined;
-      let match: RegExpExecArray | null;
+      let match: RegExpExecArray | null = null;
       if (req.method === "GET" && path === "/incoming") endpoint = "incoming";
       else if (req.method === "POST" && (match = /^\/incoming\/([^/]+)\/ack$/.exec(path))) endpoint = "ack";
       else if (req.method === "POST" && path === "/outgoing") endpoint = "outgoing";
       else if (req.method === "GET" && /^\/outgoing\/[^/]+$/.test(path)) endpoint = "lookup";
+      else if (req.method === "GET" && path === "/take-requests") endpoint = "takeList";
+      else if ((match = /^\/take-requests\/([^/]+)\/(transfer|reject)$/.exec(path))) {
+        endpoint = match[2] === "reject" ? (req.method === "POST" ? "takeReject" : undefined) : req.method === "POST" ? "takeTransfer" : "takeLookup";
+      }
       if (!endpoint) return json(res, 404, { error: "no such route" });
       hits[endpoint]++;
       const fault = faults[endpoint].shift();
@@ -133,7 +167,11 @@ export async function startSimCasino(options: { apiKey?: string; port?: number; 
 
       let status = 200;
       let answer: unknown;
-      if (endpoint === "incoming") {
+      if (endpoint.startsWith("take")) {
+        const taken = takeAnswer(endpoint, url, match, body, fault);
+        if (!taken) return json(res, 404, endpoint === "takeLookup" ? { status: "NOT_FOUND" } : { error: "unknown take request" });
+        [status, answer] = taken;
+      } else if (endpoint === "incoming") {
         const after = Number(url.searchParams.get("cursor") ?? "0");
         const limit = Number(url.searchParams.get("limit") ?? "100");
         const page = incoming.filter((t) => t.seq > after).slice(0, limit);
@@ -188,6 +226,43 @@ export async function startSimCasino(options: { apiKey?: string; port?: number; 
       json(res, status, answer);
     });
   });
+  /** The casino's side of a take request: list, transfer (at most once per take request), lookup, reject. */
+  function takeAnswer(endpoint: Endpoint, url: URL, match: RegExpExecArray | null, body: string, fault: Fault | undefined): [number, unknown] | undefined {
+    if (endpoint === "takeList") {
+      const after = Number(url.searchParams.get("cursor") ?? "0");
+      const limit = Number(url.searchParams.get("limit") ?? "100");
+      const page = takes.filter((t) => t.seq > after).slice(0, limit);
+      const cursor = page.length ? String(page[page.length - 1]!.seq) : String(after);
+      const sent = page.map(({ id, uname, experience, currencyKey, amount }) => ({ id, uname, experience, currencyKey, amount }));
+      return [200, { takeRequests: emitter.duplicateIncoming ? sent.flatMap((t) => [t, { ...t }]) : sent, cursor, more: takes.some((t) => t.seq > Number(cursor)) }];
+    }
+    const take = takes.find((t) => t.id === decodeURIComponent(match![1]!));
+    if (!take) return undefined;
+    const shown = (o: NonNullable<SimTake["outcome"]>): [number, unknown] =>
+      o.status === "COMPLETED" ? [200, { status: "COMPLETED", id: o.id }] : [422, { status: "REFUSED", reason: o.reason, takeRequestStatus: take.status }];
+    if (endpoint === "takeLookup") return take.outcome ? shown(take.outcome) : undefined;
+    if (endpoint === "takeReject") {
+      if (take.status === "PENDING") take.status = "CONTROLLER_REJECTED";
+      take.rejectReason = (JSON.parse(body || "{}") as { reason?: string }).reason ?? "";
+      emitter.emit("takeRejected", take.id);
+      return [200, { status: take.status }];
+    }
+    if (!take.outcome) {
+      const input = JSON.parse(body) as { amount: number; expiresAt: string };
+      if (fault?.kind === "refuse") take.outcome = { status: "REFUSED", reason: fault.reason ?? "refused by the simulated casino", amount: input.amount };
+      else if (take.status === "USER_CANCELED") take.outcome = { status: "REFUSED", reason: "the player canceled the take request", amount: input.amount };
+      else if (take.status !== "PENDING") take.outcome = { status: "REFUSED", reason: `the take request is ${take.status}`, amount: input.amount };
+      else if (Date.now() > Date.parse(input.expiresAt)) take.outcome = { status: "REFUSED", reason: "expired", amount: input.amount };
+      else {
+        adjust(take.uname, take.currencyKey, input.amount);
+        take.status = "TRANSFERRED";
+        take.outcome = { status: "COMPLETED", id: randomUUID(), amount: input.amount };
+      }
+      emitter.emit("takeTransfer", take.id, take.outcome);
+    }
+    return shown(take.outcome);
+  }
+
   server.on("connection", (socket) => {
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
@@ -206,6 +281,7 @@ export async function startSimCasino(options: { apiKey?: string; port?: number; 
     balances,
     incoming,
     outgoing,
+    takes,
     hits,
     duplicateIncoming: false,
     deposit(uname: string, currencyKey: string, amount: number, experience = "main") {
@@ -213,6 +289,15 @@ export async function startSimCasino(options: { apiKey?: string; port?: number; 
       const id = `in-${++seq}-${Math.random().toString(36).slice(2, 8)}`;
       incoming.push({ seq, id, uname, experience, currencyKey, amount, acked: false });
       return id;
+    },
+    requestTake(uname: string, currencyKey: string, amount: number | null, experience = "main") {
+      const id = randomUUID();
+      takes.push({ seq: ++seq, id, uname, experience, currencyKey, amount, status: "PENDING" });
+      return id;
+    },
+    cancelTake(id: string) {
+      const take = takes.find((t) => t.id === id);
+      if (take?.status === "PENDING") take.status = "USER_CANCELED";
     },
     fund(uname: string, currencyKey: string, amount: number) {
       adjust(uname, currencyKey, amount);
@@ -248,6 +333,7 @@ export async function startSimCasino(options: { apiKey?: string; port?: number; 
       const add = (k: string, d: number) => net.set(k, (net.get(k) ?? 0) + d);
       for (const t of incoming) add(`${t.uname}/${t.currencyKey}`, t.amount);
       for (const o of outgoing.values()) if (o.status === "COMPLETED") add(`${o.uname}/${o.currencyKey}`, -o.amount);
+      for (const t of takes) if (t.outcome?.status === "COMPLETED") add(`${t.uname}/${t.currencyKey}`, -t.outcome.amount);
       return net;
     },
     async close() {

@@ -38,7 +38,7 @@ export async function ok<T = any>(url: string, headers: Record<string, string>, 
 }
 
 /** Register the simulated casino with the hub (hubAddCasino with its API key, a currency, transfer settings). */
-export async function addSimCasino(url: string, operator: Record<string, string>, casino: SimCasino, opts: { name?: string; poll?: boolean; currency?: string } = {}): Promise<string> {
+export async function addSimCasino(url: string, operator: Record<string, string>, casino: SimCasino, opts: { name?: string; poll?: boolean; currency?: string; takeRequests?: boolean } = {}): Promise<string> {
   const name = opts.name ?? `sim-${Math.random().toString(36).slice(2, 8)}`;
   const { hubAddCasino } = await ok(url, operator, "mutation($i: HubAddCasinoInput!) { hubAddCasino(input: $i) { casinoId } }", {
     i: { name, baseUrl: casino.baseUrl, apiKey: casino.apiKey },
@@ -48,16 +48,17 @@ export async function addSimCasino(url: string, operator: Record<string, string>
     i: { casinoId, key: opts.currency ?? "BTC", displayUnitName: "bits", displayUnitScale: 100 },
   });
   await ok(url, operator, "mutation($i: HubSetCasinoTransfersInput!) { hubSetCasinoTransfers(input: $i) { casinoId } }", {
-    i: { casinoId, poll: opts.poll ?? true },
+    i: { casinoId, poll: opts.poll ?? true, takeRequests: opts.takeRequests ?? false },
   });
   return casinoId;
 }
 
 /**
  * The books agree: every balance equals the sum of its ledger entries; per
- * player and currency, the balance equals deposits minus withdrawals not
- * refunded; the casino's net (what it sent minus what it received) equals the
- * hub's deposits minus completed withdrawals; nothing is pending.
+ * player and currency, the balance equals deposits minus withdrawals and take
+ * requests not refunded; the casino's net (what it sent minus what it
+ * received) equals the hub's deposits minus completed withdrawals and take
+ * requests; nothing is pending.
  */
 export async function reconcile(superuserUrl: string, casinoId: string, casino: SimCasino): Promise<{ problems: string[]; pending: number; totals: { deposits: number; withdrawals: number } }> {
   const client = new pg.Client({ connectionString: superuserUrl });
@@ -71,13 +72,16 @@ export async function reconcile(superuserUrl: string, casinoId: string, casino: 
       [casinoId],
     );
     for (const b of balances) if (b.amount !== Number(b.ledger ?? 0)) problems.push(`${b.uname}/${b.currency_key}: balance ${b.amount} ≠ ledger sum ${b.ledger}`);
-    const { rows: flows } = await client.query<{ uname: string; currency_key: string; deposits: number; kept: number; completed: number; balance: number | null }>(
+    const { rows: flows } = await client.query<{ uname: string; currency_key: string; deposits: number; kept: number; completed: number; taken: number; take_completed: number; balance: number | null }>(
       `with p as (
-         select user_id, currency_key from hub.deposit where casino_id = $1 union select user_id, currency_key from hub.withdrawal where casino_id = $1)
+         select user_id, currency_key from hub.deposit where casino_id = $1 union select user_id, currency_key from hub.withdrawal where casino_id = $1
+         union select user_id, currency_key from hub.take_request where casino_id = $1)
        select u.uname, p.currency_key,
               coalesce((select sum(amount) from hub.deposit d where d.user_id = p.user_id and d.currency_key = p.currency_key), 0)::float8 as deposits,
               coalesce((select sum(amount) from hub.withdrawal w where w.user_id = p.user_id and w.currency_key = p.currency_key and w.status <> 'CANCELED'), 0)::float8 as kept,
               coalesce((select sum(amount) from hub.withdrawal w where w.user_id = p.user_id and w.currency_key = p.currency_key and w.status = 'COMPLETED'), 0)::float8 as completed,
+              coalesce((select sum(reserved_amount) from hub.take_request r where r.user_id = p.user_id and r.currency_key = p.currency_key and r.refunded_at is null), 0)::float8 as taken,
+              coalesce((select sum(reserved_amount) from hub.take_request r where r.user_id = p.user_id and r.currency_key = p.currency_key and r.status = 'COMPLETED'), 0)::float8 as take_completed,
               (select sum(amount) from hub.balance b where b.user_id = p.user_id and b.currency_key = p.currency_key)::float8 as balance
          from p join hub.user u on u.id = p.user_id`,
       [casinoId],
@@ -88,13 +92,13 @@ export async function reconcile(superuserUrl: string, casinoId: string, casino: 
     for (const f of flows) {
       deposits += f.deposits;
       withdrawals += f.completed;
-      if ((f.balance ?? 0) !== f.deposits - f.kept) problems.push(`${f.uname}/${f.currency_key}: balance ${f.balance} ≠ deposits ${f.deposits} − withdrawals ${f.kept}`);
+      if ((f.balance ?? 0) !== f.deposits - f.kept - f.taken) problems.push(`${f.uname}/${f.currency_key}: balance ${f.balance} ≠ deposits ${f.deposits} − withdrawals ${f.kept} − take requests reserved ${f.taken}`);
       const net = casinoNet.get(`${f.uname}/${f.currency_key}`) ?? 0;
-      if (net !== f.deposits - f.completed) problems.push(`${f.uname}/${f.currency_key}: casino net ${net} ≠ hub deposits ${f.deposits} − completed withdrawals ${f.completed}`);
+      if (net !== f.deposits - f.completed - f.take_completed) problems.push(`${f.uname}/${f.currency_key}: casino net ${net} ≠ hub deposits ${f.deposits} − completed withdrawals ${f.completed} − completed take requests ${f.take_completed}`);
       casinoNet.delete(`${f.uname}/${f.currency_key}`);
     }
     for (const [k, net] of casinoNet) if (net !== 0) problems.push(`${k}: the casino moved ${net} the hub never recorded`);
-    const { rows: pending } = await client.query<{ n: number }>("select count(*)::int as n from hub.transfer_job where casino_id = $1 and status = 'PENDING' and kind <> 'POLL'", [casinoId]);
+    const { rows: pending } = await client.query<{ n: number }>("select count(*)::int as n from hub.transfer_job where casino_id = $1 and status = 'PENDING' and kind not in ('POLL', 'TAKE_POLL')", [casinoId]);
     return { problems, pending: pending[0]!.n, totals: { deposits, withdrawals } };
   } finally {
     await client.end();

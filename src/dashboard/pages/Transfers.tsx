@@ -98,6 +98,28 @@ export function Transfers() {
     return new Map(data.jobs.nodes.map((j) => [j.withdrawalRequestId as string, j]));
   }, [hasJobs]);
   const jobOf = (row: any) => jobs.data?.get(row.withdrawalRequestId);
+  // A take request's item: its transfer (or rejection) to the casino.
+  const hasTakes = has("allHubTakeRequests");
+  const takeJobs = useLoad(async () => {
+    if (!hasJobs || !hasTakes) return new Map<string, any>();
+    const data = await gql<{ jobs: { nodes: any[] } }>(
+      `query HubDashboardTakeJobs { jobs: allHubTransferJobs(condition: { kind: "TAKE" }, orderBy: PRIMARY_KEY_DESC, first: 500) { nodes { takeRequestId status attempts lastError nextAttemptAt } } }`,
+    );
+    return new Map(data.jobs.nodes.map((j) => [j.takeRequestId as string, j]));
+  }, [hasJobs, hasTakes]);
+  const takeJobOf = (row: any) => takeJobs.data?.get(row.id);
+  const takeStuck = (row: any) => {
+    const open = row.status === "PROCESSING" || row.status === "PENDING" || (row.status === "REJECTED" && row.mpStatus === "PENDING");
+    const old = row.statusChangedAt && Date.now() - Date.parse(row.statusChangedAt) > STUCK_AFTER_MS;
+    return open && (old || takeJobOf(row)?.lastError) ? "stuck" : "";
+  };
+  const takeExtra: Extra[] = hasJobs
+    ? [
+        { name: "attempts", render: (row) => text(takeJobOf(row)?.attempts ?? "–") },
+        { name: "lastError", render: (row) => <span className="last-error">{text(takeJobOf(row)?.lastError ?? "")}</span> },
+        { name: "nextAttemptAt", render: (row) => (takeJobOf(row)?.status === "PENDING" ? fmtTime(takeJobOf(row).nextAttemptAt) : "–") },
+      ]
+    : [];
   const stuck = (row: any) => {
     const pending = typeof row.status === "string" && !/^(COMPLETED|DONE|SUCCEEDED|REFUNDED|CANCELED|CANCELLED)$/i.test(row.status);
     const old = row.statusAt && Date.now() - Date.parse(row.statusAt) > STUCK_AFTER_MS;
@@ -152,6 +174,9 @@ export function Transfers() {
         />
       ) : (
         <NotAvailable what="Withdrawals" needs={["allHubWithdrawals"]} />
+      )}
+      {hasTakes && (
+        <GenericList title="Take requests" listField="allHubTakeRequests" type="HubTakeRequest" rowClass={takeStuck} extra={takeExtra} onReload={takeJobs.reload} />
       )}
       {hasJobs && (
         <GenericList
