@@ -29,15 +29,14 @@ export function defaultTransferUrl(baseUrl: string): string {
   return `${baseUrl.replace(/\/+$/, "")}/hub/transfers`;
 }
 
-export function createHttpConnector(settings: ConnectorSettings): CasinoConnector {
-  if (!settings.url) {
-    throw new OutcomeUnknownError(`casino ${settings.casinoId} has no transfer URL: give it a base URL (hubAddCasino) or a url (hubSetCasinoTransfers)`);
-  }
+type Call = (method: "GET" | "POST", path: string, body?: unknown) => Promise<{ status: number; json: unknown }>;
+
+/** One JSON call to the casino; anything but an HTTP answer is an unknown outcome. */
+function createCall(settings: ConnectorSettings & { url: string }): Call {
   const base = settings.url.replace(/\/+$/, "");
   const headers: Record<string, string> = { accept: "application/json" };
   if (settings.apiKey) headers.authorization = `Bearer ${settings.apiKey}`;
-
-  async function call(method: "GET" | "POST", path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
+  return async function call(method, path, body) {
     let response: Response;
     try {
       response = await fetch(`${base}${path}`, {
@@ -64,36 +63,42 @@ export function createHttpConnector(settings: ConnectorSettings): CasinoConnecto
       json = undefined;
     }
     return { status: response.status, json };
-  }
+  };
+}
 
-  function unexpected(what: string, status: number, json: unknown): OutcomeUnknownError {
-    const shown = JSON.stringify(json) ?? "no JSON body";
-    return new OutcomeUnknownError(`${what}: HTTP ${status}, ${shown.length > 200 ? `${shown.slice(0, 197)}...` : shown}`);
-  }
+function unexpected(what: string, status: number, json: unknown): OutcomeUnknownError {
+  const shown = JSON.stringify(json) ?? "no JSON body";
+  return new OutcomeUnknownError(`${what}: HTTP ${status}, ${shown.length > 200 ? `${shown.slice(0, 197)}...` : shown}`);
+}
 
-  function takeOutcome(what: string, status: number, json: unknown): TakeOutcome {
-    const body = json as { status?: unknown; id?: unknown; reason?: unknown; takeRequestStatus?: unknown } | undefined;
-    // The original's transfer ids are UUIDs; another id is not an answer the hub can record.
-    if (status === 200 && body?.status === "COMPLETED" && typeof body.id === "string" && UUID.test(body.id)) return { status: "COMPLETED", mpTransferId: body.id.toLowerCase() };
-    if (status < 500 && body?.status === "REFUSED") {
-      return {
-        status: "REFUSED",
-        reason: typeof body.reason === "string" ? body.reason.slice(0, 500) : "refused",
-        ...(typeof body.takeRequestStatus === "string" ? { takeRequestStatus: body.takeRequestStatus } : {}),
-      };
-    }
-    throw unexpected(what, status, json);
+function takeOutcome(what: string, status: number, json: unknown): TakeOutcome {
+  const body = json as { status?: unknown; id?: unknown; reason?: unknown; takeRequestStatus?: unknown } | undefined;
+  // The original's transfer ids are UUIDs; another id is not an answer the hub can record.
+  if (status === 200 && body?.status === "COMPLETED" && typeof body.id === "string" && UUID.test(body.id)) return { status: "COMPLETED", mpTransferId: body.id.toLowerCase() };
+  if (status < 500 && body?.status === "REFUSED") {
+    return {
+      status: "REFUSED",
+      reason: typeof body.reason === "string" ? body.reason.slice(0, 500) : "refused",
+      ...(typeof body.takeRequestStatus === "string" ? { takeRequestStatus: body.takeRequestStatus } : {}),
+    };
   }
+  throw unexpected(what, status, json);
+}
 
-  function outcome(what: string, status: number, json: unknown): OutgoingOutcome {
-    const body = json as { status?: unknown; id?: unknown; reason?: unknown } | undefined;
-    if (status === 200 && body?.status === "COMPLETED" && typeof body.id === "string" && body.id.length > 0) return { status: "COMPLETED", mpTransferId: body.id };
-    // A refusal is final only when the casino says so in the protocol's words; a
-    // bare 4xx (wrong key, wrong URL) is a configuration fault and is retried.
-    if (status < 500 && body?.status === "REFUSED") return { status: "REFUSED", reason: typeof body.reason === "string" ? body.reason.slice(0, 500) : "refused" };
-    throw unexpected(what, status, json);
+function outcome(what: string, status: number, json: unknown): OutgoingOutcome {
+  const body = json as { status?: unknown; id?: unknown; reason?: unknown } | undefined;
+  if (status === 200 && body?.status === "COMPLETED" && typeof body.id === "string" && body.id.length > 0) return { status: "COMPLETED", mpTransferId: body.id };
+  // A refusal is final only when the casino says so in the protocol's words; a
+  // bare 4xx (wrong key, wrong URL) is a configuration fault and is retried.
+  if (status < 500 && body?.status === "REFUSED") return { status: "REFUSED", reason: typeof body.reason === "string" ? body.reason.slice(0, 500) : "refused" };
+  throw unexpected(what, status, json);
+}
+
+export function createHttpConnector(settings: ConnectorSettings): CasinoConnector {
+  if (!settings.url) {
+    throw new OutcomeUnknownError(`casino ${settings.casinoId} has no transfer URL: give it a base URL (hubAddCasino) or a url (hubSetCasinoTransfers)`);
   }
-
+  const call = createCall({ ...settings, url: settings.url });
   return {
     async fetchIncoming(cursor) {
       const query = new URLSearchParams({ limit: String(INCOMING_PAGE_SIZE) });
