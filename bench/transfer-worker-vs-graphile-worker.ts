@@ -136,19 +136,22 @@ async function slowCasino(kind: Kind, s: Setup, gw: GraphileWorker): Promise<str
   for (let i = 0; i < CONCURRENCY; i++) ids.push((await enqueue(pool, kind, s)).id);
   const app = kind === "hub" ? ["hub:transfers"] : [GW_APP, `${GW_APP}:task`];
   // Sampled every 100 ms until every send is answered and recorded: the most seen at once.
-  const most = { total: 0, active: 0, idleInTx: 0 };
+  const most = { total: 0, active: 0, idleInTx: 0, heldInTx: 0 };
   let done: number | undefined;
   const finished = waitCompleted(pool, ids, 60_000).then((at) => (done = at));
   while (done === undefined) {
-    const { rows } = await pool.query<{ total: number; active: number; idle_in_tx: number }>(
+    // "Held": idle in a transaction for over 500 ms, which only a transaction open across the casino's call is.
+    const { rows } = await pool.query<{ total: number; active: number; idle_in_tx: number; held_in_tx: number }>(
       `select count(*)::int as total, count(*) filter (where state = 'active')::int as active,
-              count(*) filter (where state like 'idle in transaction%')::int as idle_in_tx
+              count(*) filter (where state like 'idle in transaction%')::int as idle_in_tx,
+              count(*) filter (where state like 'idle in transaction%' and now() - state_change > interval '500 ms')::int as held_in_tx
          from pg_stat_activity where datname = current_database() and application_name = any($1)`,
       [app],
     );
     most.total = Math.max(most.total, rows[0]!.total);
     most.active = Math.max(most.active, rows[0]!.active);
     most.idleInTx = Math.max(most.idleInTx, rows[0]!.idle_in_tx);
+    most.heldInTx = Math.max(most.heldInTx, rows[0]!.held_in_tx);
     await new Promise((r) => setTimeout(r, 100));
   }
   await finished;
@@ -156,7 +159,7 @@ async function slowCasino(kind: Kind, s: Setup, gw: GraphileWorker): Promise<str
   // Sends that reached the casino while the first one was still waiting for its answer.
   const together = arrivals.filter((at) => at < arrivals[0]! + SLOW_MS).length;
   await worker.stop();
-  return `${CONCURRENCY} sends each answered after ${SLOW_MS} ms: at most **${most.total} connections** open (${most.active} active at once), **${most.idleInTx} idle in transaction**; ${together} of them reached the casino during the first one's wait; all ${CONCURRENCY} completed ${((done! - started) / 1000).toFixed(1)} s after the first enqueue`;
+  return `${CONCURRENCY} sends each answered after ${SLOW_MS} ms: at most **${most.total} connections** open (${most.active} active at once), **${most.heldInTx} idle in transaction for over 500 ms** (${most.idleInTx} for any time: between a short record's statements); ${together} of them reached the casino during the first one's wait; all ${CONCURRENCY} completed ${((done! - started) / 1000).toFixed(1)} s after the first enqueue`;
 }
 
 /**

@@ -20,8 +20,8 @@ export interface InternalChannel {
 }
 
 /**
- * One LISTEN connection per hub process, shared by every subscriber of the
- * process: a notification is parsed once and handed to the in-process
+ * One LISTEN connection per server, shared by every subscriber of the
+ * server: a notification is parsed once and handed to the in-process
  * subscribers of its topic. It is grafast's `GrafastSubscriber`, so a plan
  * subscribes with `listen(context().get("pgSubscriber"), topic)`.
  *
@@ -40,7 +40,7 @@ export interface LiveNotifications {
   subscribe(topic: string): AsyncIterableIterator<unknown>;
   /** Resolves once the first LISTEN is in place. */
   ready: Promise<void>;
-  /** Subscribers of this process, for logs and the bench. */
+  /** Subscribers of this server, for logs and the bench. */
   subscriberCount(): number;
   /** Ends the connection; open iterators end too. */
   close(): Promise<void>;
