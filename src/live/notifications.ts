@@ -48,11 +48,11 @@ export interface LiveNotifications {
 
 const CHANNEL_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
-function checkChannelTopic(topic: string, internal: ReadonlyMap<string, InternalChannel>): void {
-  if (CHANNEL_NAME.test(topic) && !CORE_CHANNELS.includes(topic) && !internal.has(topic)) return;
+function checkChannelTopic(topic: string): void {
+  if (CHANNEL_NAME.test(topic) && !CORE_CHANNELS.includes(topic)) return;
   throw new HubError(
     "HUB_INVALID_ARGUMENT",
-    `A subscription topic is a NOTIFY channel name (a letter or _, then letters, digits or _, at most 63) other than the hub's own (${[...CORE_CHANNELS, ...internal.keys()].join(", ")}); received ${JSON.stringify(topic)}.`,
+    `A subscription topic is a NOTIFY channel name (a letter or _, then letters, digits or _, at most 63) other than the hub's own (${CORE_CHANNELS.join(", ")}); received ${JSON.stringify(topic)}.`,
   );
 }
 
@@ -117,8 +117,8 @@ export function createLiveNotifications(url: string, log: Logger, options: { int
 
   const onNotification = (msg: pg.Notification) => {
     const { channel, payload = "" } = msg;
-    const own = internal.get(channel);
-    if (own) return own.onNotify(payload);
+    // An internal channel is also a plugin's to subscribe to, as any channel.
+    internal.get(channel)?.onNotify(payload);
     if (!CORE_CHANNELS.includes(channel)) return topics.publish(channel, payload);
     let data: Record<string, unknown>;
     try {
@@ -134,7 +134,7 @@ export function createLiveNotifications(url: string, log: Logger, options: { int
     url,
     applicationName: "hub:live-notifications",
     log,
-    channels: () => [...CORE_CHANNELS, ...internal.keys(), ...topics.channels.keys()],
+    channels: () => new Set([...CORE_CHANNELS, ...internal.keys(), ...topics.channels.keys()]),
     onNotification,
     onLost: () => {
       for (const own of internal.values()) own.onGap();
@@ -149,7 +149,7 @@ export function createLiveNotifications(url: string, log: Logger, options: { int
   const released = (sub: TopicSubscription) => topics.remove(sub);
   const releasedChannel = (sub: TopicSubscription) => {
     topics.remove(sub);
-    if (topics.channelRemoved(sub.topic)) connection.unlisten(sub.topic);
+    if (topics.channelRemoved(sub.topic) && !internal.has(sub.topic)) connection.unlisten(sub.topic);
   };
 
   return {
@@ -158,8 +158,8 @@ export function createLiveNotifications(url: string, log: Logger, options: { int
     subscribe(topic) {
       const isCore = isCoreTopic(topic);
       if (!isCore) {
-        checkChannelTopic(topic, internal);
-        if (topics.channelAdded(topic)) connection.listen(topic);
+        checkChannelTopic(topic);
+        if (topics.channelAdded(topic) && !internal.has(topic)) connection.listen(topic);
       }
       return topics.add(topic, isCore ? released : releasedChannel);
     },
