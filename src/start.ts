@@ -175,7 +175,7 @@ export async function startAndListen(
     // Independent of the schema: its connection is made while the schema builds.
     const resolver = createIdentityResolver(pools.credentials, { cacheTtlMs: options.identityCacheTtlMs ?? 1000 });
     let webSockets: WebSocketFront | undefined;
-    // One LISTEN connection for every subscription of this process and for credential changes.
+    // One LISTEN connection for every subscription of this server and for credential changes.
     const live = createLiveNotifications(urls.superuserDatabaseUrl, log, {
       internal: [
         credentialEvents(() => {
