@@ -3,19 +3,14 @@ import { WebSocketServer, type RawData, type WebSocket } from "ws";
 import { CloseCode, handleProtocols, makeServer, type ServerOptions as GraphQLWSOptions } from "graphql-ws";
 import { makeGraphQLWSConfig, type GrafservBase } from "grafserv";
 import { getOperationAST, GraphQLError, parse } from "graphql";
-import { randomUUID } from "node:crypto";
-import diagnosticsChannel from "node:diagnostics_channel";
-import { ServerResponse, type IncomingMessage } from "node:http";
-import type { Duplex } from "node:stream";
-import { credentialIdOf, expiresAtOf, identityKey, type Identity } from "../src/auth/identity.js";
+import { expiresAtOf, identityKey, type Identity } from "../src/auth/identity.js";
 import type { IdentityResolver } from "../src/auth/resolver.js";
-import { identityLookupFailure } from "./auth.js";
-import { isGraphQLPath, pathOf } from "./graphql-path.js";
+import { createRevocationSweep, settleSocketIdentity, type IdentityHolder } from "../src/auth/socket-identity.js";
 import { ErrorCode } from "../src/errors.js";
 import type { Logger } from "../src/logger.js";
 import type { WebSocketLimits } from "../src/live/limits.js";
-
-const responseFinished = diagnosticsChannel.channel("http.server.response.finish");
+import { CLOSE_TOO_MANY_CONNECTIONS, IdentitySlots, startSocketSweeps, type SweptConnection } from "../src/live/socket-limits.js";
+import { upgradeAdmission, type AdmittedUpgrade } from "./websocket-upgrade.js";
 
 export interface WebSocketFrontOptions {
   graphqlPath: string;
@@ -36,14 +31,7 @@ export interface WebSocketFront {
  * itself (its headers and parser state would live as long as the socket).
  * The GraphQL context reads it back as `ws.request` (grafservRequestInfo).
  */
-export interface WebSocketRequest {
-  /** The upgrade request's id, for logs. */
-  id: string;
-  /** The identity settled at connection_init (until then, what the upgrade's Authorization header gave). */
-  identity: Identity | undefined;
-  /** The upgrade's Authorization header, checked again at connection_init, then dropped (a credential). */
-  authorization: string | undefined;
-}
+export type WebSocketRequest = AdmittedUpgrade;
 
 type Extra = { socket: WebSocket; request: WebSocketRequest };
 type Receive = (data: string) => Promise<void>;
@@ -53,7 +41,7 @@ type Receive = (data: string) => Promise<void>;
  * in one object with shared methods. Closures per socket would each live as
  * long as it does; ten thousand idle subscribers are ten thousand of each.
  */
-class Connection {
+class Connection implements IdentityHolder, SweptConnection {
   /**
    * Whom the socket acts for: from its opening, what the upgrade's header
    * gave; from connection_init, what was checked then. The revocation and
@@ -92,28 +80,18 @@ class Connection {
 /** What a graphql-ws client treats as "unauthorised": it does not reconnect with the same credential. */
 export const CLOSE_UNAUTHORIZED = CloseCode.Unauthorized; // 4401
 const CLOSE_GOING_AWAY = 1001;
-const CLOSE_TOO_MANY_CONNECTIONS = 4429;
-const CLOSE_TRY_AGAIN_LATER = 1013;
-const EXPIRY_SWEEP_MS = 250;
+/** How long sockets get to close after the 1001 before they are cut, ms. */
+const CLOSE_GRACE_MS = 2000;
 
 function closeSocket(socket: WebSocket, code: number, reason: string): void {
   if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING) socket.close(code, reason);
 }
 
-const REVOKED_REASON = "Unauthorized: the credential was revoked or has expired";
-
-/** Ends a socket that errs before ws has taken it over (ws adds its own listener then). */
-function onEarlyError(this: Duplex): void {
-  this.destroy();
-}
-
-/** A plain HTTP answer on a socket whose upgrade is refused; the socket is closed after it. */
-function refuseUpgrade(socket: Duplex, status: number, reason: string, body: object, headers = ""): void {
-  if (socket.destroyed) return;
-  const text = JSON.stringify(body);
-  socket.end(
-    `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(text)}\r\n${headers}connection: close\r\n\r\n${text}`,
-  );
+/** The sockets of one front, with the per-identity counts, shared by its parts. */
+interface Sockets {
+  readonly connections: Map<WebSocket, Connection>;
+  readonly slots: IdentitySlots;
+  closing: boolean;
 }
 
 /**
@@ -126,36 +104,91 @@ function refuseUpgrade(socket: Duplex, status: number, reason: string, body: obj
  */
 export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, options: WebSocketFrontOptions): Promise<WebSocketFront> {
   const { graphqlPath, resolver, limits, log } = options;
-  const connections = new Map<WebSocket, Connection>();
-  const perIdentity = new Map<string, number>();
-  let closing = false;
+  const sockets: Sockets = { connections: new Map(), slots: new IdentitySlots(limits.connectionsPerIdentity), closing: false };
+  const graphqlWs = makeServer(graphqlWsConfig(serv, sockets, options));
+  // No compression: ws keeps a zlib context per socket for it (tens of KiB each), and alerts are tiny.
+  // No client tracking: the connections map is the one list of sockets.
+  const wss = new WebSocketServer({ noServer: true, maxPayload: limits.maxMessageBytes, perMessageDeflate: false, clientTracking: false, handleProtocols });
+  const listeners = socketListeners(sockets, log);
 
+  const open = (socket: WebSocket, request: WebSocketRequest) => {
+    const connection = new Connection(socket);
+    // Swept from now on, not from connection_init: a credential revoked before the client speaks closes the socket.
+    connection.identity = request.identity;
+    connection.expiresAt = expiresAtOf(request.identity);
+    sockets.connections.set(socket, connection);
+    socket.on("error", listeners.onSocketError);
+    socket.on("pong", listeners.onPong);
+    socket.on("message", listeners.onMessage);
+    socket.once("close", listeners.onClose);
+    if (sockets.closing) {
+      closeSocket(socket, CLOSE_GOING_AWAY, "Server shutting down");
+      return;
+    }
+    connection.closed = graphqlWs.opened(connection, { socket, request });
+  };
+  const onUpgrade = upgradeAdmission({
+    app,
+    graphqlPath,
+    resolver,
+    log,
+    closing: () => sockets.closing,
+    accept: (req, socket, head, request) => wss.handleUpgrade(req, socket, head, (ws) => open(ws, request)),
+  });
+  app.server.on("upgrade", onUpgrade);
+  app.addHook("onRoute", (route: RouteOptions) => {
+    if (route.url !== graphqlPath) return;
+    // grafserv offers @fastify/websocket a handler on its GET route; sockets are opened above instead.
+    delete (route as { wsHandler?: unknown }).wsHandler;
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    // Around grafserv's handler rather than a preHandler hook: Fastify's hook runner would cost every GraphQL request a microsecond or two.
+    if (methods.includes("GET") || methods.includes("POST")) route.handler = refuseSubscriptionOverHttp(graphqlPath, route.handler);
+  });
+  const stopSweeps = startSocketSweeps(sockets.connections, limits.keepAliveMs);
+  app.addHook("preClose", (done) => {
+    sockets.closing = true;
+    closeAll(sockets.connections, log, done);
+  });
+  app.addHook("onClose", (_app, done) => {
+    stopSweeps();
+    app.server.off("upgrade", onUpgrade);
+    wss.close();
+    done();
+  });
+  return { credentialsChanged: createRevocationSweep(resolver, sockets.connections, log), socketCount: () => sockets.connections.size };
+}
+
+/**
+ * grafserv's graphql-ws configuration with the hub's admission at
+ * connection_init (the identity, then its connection slot) and the bound on
+ * operations per connection.
+ */
+function graphqlWsConfig(serv: GrafservBase, sockets: Sockets, options: WebSocketFrontOptions): GraphQLWSOptions<Record<string, unknown> | undefined, Extra> {
+  const { resolver, limits, log } = options;
   const base = makeGraphQLWSConfig(serv) as GraphQLWSOptions<Record<string, unknown> | undefined, Extra>;
-  const config: GraphQLWSOptions<Record<string, unknown> | undefined, Extra> = {
+  return {
     ...base,
     connectionInitWaitTimeout: limits.connectionInitTimeoutMs,
     async onConnect(ctx) {
       const { socket, request } = ctx.extra;
-      const connection = connections.get(socket);
+      const connection = sockets.connections.get(socket);
       if (!connection) return false;
-      const identity = await settleIdentity(connection, request, ctx.connectionParams?.authorization);
+      const identity = await settleSocketIdentity(resolver, connection, request, ctx.connectionParams?.authorization, log);
       if (identity === false) return false;
       // The peer may have left while its credential was being checked: its close has been handled already and
       // would never give back a slot counted now.
-      if (connections.get(socket) !== connection) return false;
+      if (sockets.connections.get(socket) !== connection) return false;
       const key = identityKey(identity);
       if (key !== undefined) {
-        const held = perIdentity.get(key) ?? 0;
-        if (held >= limits.connectionsPerIdentity) {
-          const who = identity?.kind === "user" ? "this player" : "this API key";
-          closeSocket(socket, CLOSE_TOO_MANY_CONNECTIONS, `Too many connections: ${who} already holds ${held} (at most ${limits.connectionsPerIdentity})`);
+        const refused = sockets.slots.take(key, identity);
+        if (refused !== undefined) {
+          closeSocket(socket, CLOSE_TOO_MANY_CONNECTIONS, refused);
           return false;
         }
-        perIdentity.set(key, held + 1);
       }
       connection.identity = identity;
       connection.identityKey = key;
-      // Closed by the shared expiry sweep below.
+      // Closed by the shared expiry sweep.
       connection.expiresAt = expiresAtOf(identity);
       return true;
     },
@@ -172,241 +205,62 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
       return base.onSubscribe!(ctx, id, payload);
     },
   };
-  /**
-   * The identity a connection acts for, checked at connection_init by the
-   * resolver every HTTP request goes through (never the upgrade's answer
-   * reused): connectionParams.authorization, else the upgrade's header. A
-   * credential that is not valid is no identity, as over HTTP. One exception:
-   * the upgrade's own credential, valid when the socket opened and no longer
-   * now, closes it with 4401, as the revocation sweep would have. False when
-   * the socket is closed.
-   */
-  async function settleIdentity(connection: Connection, request: WebSocketRequest, fromParams: unknown): Promise<Identity | undefined | false> {
-    const presented = fromParams !== undefined ? fromParams : request.authorization;
-    request.authorization = undefined;
-    if (typeof presented !== "string") return undefined;
-    let identity: Identity | undefined;
-    try {
-      identity = await resolver.resolve(presented);
-    } catch (error) {
-      // The database could not be asked: not the client's fault, and worth a retry (1013 "try again later").
-      log.warn({ err: error }, "a WebSocket credential could not be checked");
-      connection.close(CLOSE_TRY_AGAIN_LATER, "The credential could not be checked: the database is unavailable or busy; retry shortly");
-      return false;
-    }
-    if (identity === undefined && fromParams === undefined && connection.identity !== undefined) {
-      connection.close(CLOSE_UNAUTHORIZED, REVOKED_REASON);
-      return false;
-    }
-    request.identity = identity;
-    return identity;
-  }
+}
 
-  const graphqlWs = makeServer(config);
-  // No compression: ws keeps a zlib context per socket for it (tens of KiB each), and alerts are tiny.
-  // No client tracking: the connections map below is the one list of sockets.
-  const wss = new WebSocketServer({ noServer: true, maxPayload: limits.maxMessageBytes, perMessageDeflate: false, clientTracking: false, handleProtocols });
-
-  // The socket's listeners are shared by every socket and find its connection by the socket.
-  function onPong(this: WebSocket) {
-    const connection = connections.get(this);
-    if (connection) connection.alive = true;
-  }
-  function onMessage(this: WebSocket, data: RawData) {
-    const receive = connections.get(this)?.receive;
-    if (receive === undefined) return;
-    receive(String(data)).catch((error: unknown) => {
-      // graphql-ws answers the client's mistakes itself (4400 and the like); what throws here is the server's fault.
-      log.error({ err: error }, "a WebSocket message could not be handled");
-      closeSocket(this, CloseCode.InternalServerError, "Internal server error");
-    });
-  }
-  // A socket's error is the peer's doing (a bad frame, an oversized message, a reset): ws has already closed it with its code.
-  function onSocketError(this: WebSocket, error: Error) {
-    log.info({ err: error }, "WebSocket closed after an error");
-    if (this.readyState === this.OPEN) this.terminate();
-  }
-  function onClose(this: WebSocket, code: number, reason: Buffer) {
-    const connection = connections.get(this);
-    if (!connection) return;
-    connections.delete(this);
-    if (connection.identityKey !== undefined) {
-      const n = (perIdentity.get(connection.identityKey) ?? 1) - 1;
-      if (n > 0) perIdentity.set(connection.identityKey, n);
-      else perIdentity.delete(connection.identityKey);
-    }
-    connection.closed?.(code, String(reason)).catch((error: unknown) => log.warn({ err: error }, "a WebSocket's operations could not be ended cleanly"));
-  }
-
-  const open = (socket: WebSocket, request: WebSocketRequest) => {
-    const connection = new Connection(socket);
-    // Swept from now on, not from connection_init: a credential revoked before the client speaks closes the socket.
-    connection.identity = request.identity;
-    connection.expiresAt = expiresAtOf(request.identity);
-    connections.set(socket, connection);
-    socket.on("error", onSocketError);
-    socket.on("pong", onPong);
-    socket.on("message", onMessage);
-    socket.once("close", onClose);
-    if (closing) {
-      closeSocket(socket, CLOSE_GOING_AWAY, "Server shutting down");
-      return;
-    }
-    connection.closed = graphqlWs.opened(connection, { socket, request });
+/** The socket's listeners, shared by every socket: each finds its connection by the socket. */
+function socketListeners(sockets: Sockets, log: Logger) {
+  const { connections, slots } = sockets;
+  return {
+    onPong(this: WebSocket) {
+      const connection = connections.get(this);
+      if (connection) connection.alive = true;
+    },
+    onMessage(this: WebSocket, data: RawData) {
+      const receive = connections.get(this)?.receive;
+      if (receive === undefined) return;
+      receive(String(data)).catch((error: unknown) => {
+        // graphql-ws answers the client's mistakes itself (4400 and the like); what throws here is the server's fault.
+        log.error({ err: error }, "a WebSocket message could not be handled");
+        closeSocket(this, CloseCode.InternalServerError, "Internal server error");
+      });
+    },
+    // A socket's error is the peer's doing (a bad frame, an oversized message, a reset): ws has already closed it with its code.
+    onSocketError(this: WebSocket, error: Error) {
+      log.info({ err: error }, "WebSocket closed after an error");
+      if (this.readyState === this.OPEN) this.terminate();
+    },
+    onClose(this: WebSocket, code: number, reason: Buffer) {
+      const connection = connections.get(this);
+      if (!connection) return;
+      connections.delete(this);
+      if (connection.identityKey !== undefined) slots.give(connection.identityKey);
+      connection.closed?.(code, String(reason)).catch((error: unknown) => log.warn({ err: error }, "a WebSocket's operations could not be ended cleanly"));
+    },
   };
+}
 
-  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    // Node hands the socket over without its own error listener: until ws takes it over (or for good, when the
-    // upgrade is refused), a reset by the peer must end the socket, not become an uncaught error.
-    socket.on("error", onEarlyError);
-    const pathName = pathOf(req.url ?? "/");
-    if (req.headers.upgrade?.toLowerCase() !== "websocket") {
-      // Not a WebSocket (h2c and the like): answered as the plain HTTP request it also is, without upgrading.
-      const res = new ServerResponse(req);
-      res.shouldKeepAlive = false;
-      res.assignSocket(socket as never);
-      res.once("finish", () => {
-        // Node announces the responses it made itself; this one it did not make, so we announce it (serverStats counts there).
-        if (responseFinished.hasSubscribers) responseFinished.publish({ request: req, response: res, socket, server: app.server });
-        socket.end();
-      });
-      app.routing(req, res);
-      return;
-    }
-    const id = (typeof req.headers["x-request-id"] === "string" && req.headers["x-request-id"]) || randomUUID();
-    if (!isGraphQLPath(pathName, graphqlPath)) {
-      log.info({ reqId: id, url: pathName }, "WebSocket upgrade refused: not the GraphQL path");
-      refuseUpgrade(socket, 404, "Not Found", {
-        statusCode: 404,
-        error: "Not Found",
-        message: `WebSocket connections are accepted on ${graphqlPath} only (graphql-transport-ws); received an upgrade for ${pathName}.`,
-      });
-      return;
-    }
-    if (closing) {
-      refuseUpgrade(socket, 503, "Service Unavailable", { statusCode: 503, error: "Service Unavailable", message: "The server is shutting down; connect again." }, "retry-after: 1\r\n");
-      return;
-    }
-    const header = req.headers.authorization;
-    const upgrade = (identity: Identity | undefined) => {
-      socket.off("error", onEarlyError);
-      if (socket.destroyed) return;
-      const request: WebSocketRequest = { id, identity, authorization: header };
-      wss.handleUpgrade(req, socket, head, (ws) => open(ws, request));
-    };
-    if (header === undefined) {
-      upgrade(undefined);
-      return;
-    }
-    resolver.resolve(header).then(upgrade, (error: unknown) => {
-      refuseUpgrade(socket, 503, "Service Unavailable", identityLookupFailure(error, log, { reqId: id, websocket: true }), "retry-after: 1\r\n");
-    });
-  };
-  app.server.on("upgrade", onUpgrade);
-
-  app.addHook("onRoute", (route: RouteOptions) => {
-    if (route.url !== graphqlPath) return;
-    // grafserv offers @fastify/websocket a handler on its GET route; sockets are opened above instead.
-    delete (route as { wsHandler?: unknown }).wsHandler;
-    const methods = Array.isArray(route.method) ? route.method : [route.method];
-    // Around grafserv's handler rather than a preHandler hook: Fastify's hook runner would cost every GraphQL request a microsecond or two.
-    if (methods.includes("GET") || methods.includes("POST")) route.handler = refuseSubscriptionOverHttp(graphqlPath, route.handler);
-  });
-
-  // Keep-alive: every keepAliveMs, a socket that did not answer the previous ping is cut, the others pinged.
-  // forEach, not for…of: no entry array per socket, so an idle server allocates next to nothing and V8's
-  // memory reducer can return the young generation's space.
-  // A sweep that comes late means this process was too busy to run it: answers to the previous ping may be waiting,
-  // unread, behind the timer. Nobody is cut on such a round; everyone is pinged again.
-  let lastSweep = Date.now();
-  const keepAlive =
-    limits.keepAliveMs > 0
-      ? setInterval(() => {
-          const now = Date.now();
-          const late = now - lastSweep > limits.keepAliveMs * 1.5;
-          lastSweep = now;
-          connections.forEach((connection, socket) => {
-            if (socket.readyState !== socket.OPEN) return;
-            if (!connection.alive && !late) {
-              socket.terminate();
-              return;
-            }
-            connection.alive = false;
-            socket.ping();
-          });
-        }, limits.keepAliveMs).unref()
-      : undefined;
-  // Session expiry: one sweep for all sockets, often enough to close an expired one within a second.
-  const expiry = setInterval(() => {
-    const now = Date.now();
-    connections.forEach((connection, socket) => {
-      if (connection.expiresAt <= now) closeSocket(socket, CLOSE_UNAUTHORIZED, "Unauthorized: the session has expired");
-    });
-  }, EXPIRY_SWEEP_MS).unref();
-
-  app.addHook("preClose", (done) => {
-    closing = true;
-    // 1001 "going away": clients reconnect, elsewhere. ws sends the close frame after what is already queued.
-    const sockets = [...connections.keys()];
-    if (sockets.length === 0) {
-      done();
-      return;
-    }
-    log.info({ sockets: sockets.length }, "closing WebSocket connections (1001)");
-    let left = sockets.length;
-    const timer = setTimeout(() => {
-      for (const socket of sockets) if (socket.readyState !== socket.CLOSED) socket.terminate();
-    }, 2000);
-    for (const socket of sockets) {
-      socket.once("close", () => {
-        if (--left === 0) {
-          clearTimeout(timer);
-          done();
-        }
-      });
-      if (socket.readyState === socket.CLOSED) socket.emit("close");
-      else closeSocket(socket, CLOSE_GOING_AWAY, "Server shutting down");
-    }
-  });
-  app.addHook("onClose", (_app, done) => {
-    clearInterval(keepAlive);
-    clearInterval(expiry);
-    app.server.off("upgrade", onUpgrade);
-    wss.close();
+/** Shutdown: 1001 "going away" to every socket (clients reconnect, elsewhere), after what is already queued; cut after the grace. */
+function closeAll(connections: ReadonlyMap<WebSocket, Connection>, log: Logger, done: () => void): void {
+  const sockets = [...connections.keys()];
+  if (sockets.length === 0) {
     done();
-  });
-
-  let sweeping: Promise<void> | undefined;
-  let again = false;
-  const sweep = async () => {
-    const held = new Map<Connection, Identity>();
-    connections.forEach((connection) => {
-      if (connection.identity !== undefined) held.set(connection, connection.identity);
+    return;
+  }
+  log.info({ sockets: sockets.length }, "closing WebSocket connections (1001)");
+  let left = sockets.length;
+  const timer = setTimeout(() => {
+    for (const socket of sockets) if (socket.readyState !== socket.CLOSED) socket.terminate();
+  }, CLOSE_GRACE_MS);
+  for (const socket of sockets) {
+    socket.once("close", () => {
+      if (--left === 0) {
+        clearTimeout(timer);
+        done();
+      }
     });
-    if (held.size === 0) return;
-    const valid = await resolver.stillValid(held.values());
-    // Only what was checked: a socket whose identity connection_init settled meanwhile was checked there.
-    held.forEach((identity, connection) => {
-      if (connection.identity === identity && !valid.has(credentialIdOf(identity))) connection.close(CLOSE_UNAUTHORIZED, REVOKED_REASON);
-    });
-  };
-  const runSweep = () => {
-    if (sweeping) {
-      again = true;
-      return;
-    }
-    sweeping = sweep()
-      .catch((error: unknown) => log.warn({ err: error }, "could not check the credentials of WebSocket connections"))
-      .finally(() => {
-        sweeping = undefined;
-        if (again) {
-          again = false;
-          runSweep();
-        }
-      });
-  };
-
-  return { credentialsChanged: runSweep, socketCount: () => connections.size };
+    if (socket.readyState === socket.CLOSED) socket.emit("close");
+    else closeSocket(socket, CLOSE_GOING_AWAY, "Server shutting down");
+  }
 }
 
 /**

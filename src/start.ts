@@ -16,7 +16,7 @@ import { addAuthHook } from "../adapters/auth.js";
 import { mountDashboard } from "../adapters/dashboard.js";
 import { createIdentityResolver } from "./auth/resolver.js";
 import { DEFAULT_QUERY_LIMITS } from "./graphql/query-limits.js";
-import { listenForCredentialChanges } from "./db/credential-events.js";
+import { credentialEvents } from "./db/credential-events.js";
 import { createApiKeyUsage } from "./auth/api-key-usage.js";
 import { createIdentityPoolLimiter, DEFAULT_IDENTITY_LIMITS } from "./db/identity-limit.js";
 import { HubPlaygroundPlugin } from "./graphql/sessions.js";
@@ -172,8 +172,18 @@ export async function startAndListen(
       queue: options.perIdentityQueue ?? DEFAULT_IDENTITY_LIMITS.queue,
       waitMs: pools.superuser.options.connectionTimeoutMillis ?? 10_000,
     });
-    // One LISTEN connection for every subscription of this process.
-    const live = createLiveNotifications(urls.superuserDatabaseUrl, log);
+    // Independent of the schema: its connection is made while the schema builds.
+    const resolver = createIdentityResolver(pools.credentials, { cacheTtlMs: options.identityCacheTtlMs ?? 1000 });
+    let webSockets: WebSocketFront | undefined;
+    // One LISTEN connection for every subscription of this server and for credential changes.
+    const live = createLiveNotifications(urls.superuserDatabaseUrl, log, {
+      internal: [
+        credentialEvents(() => {
+          resolver.clear();
+          webSockets?.credentialsChanged();
+        }),
+      ],
+    });
     cleanup.push(() => live.close());
     live.ready.catch(() => undefined); // awaited below, after the schema
     const wsLimits = webSocketLimits(options.websocket);
@@ -203,19 +213,6 @@ export async function startAndListen(
     });
     const pgl = postgraphile(preset);
     cleanup.push(async () => pgl.release());
-    // Independent of the schema: its connection (and LISTEN) is made while the schema builds.
-    const resolver = createIdentityResolver(pools.credentials, { cacheTtlMs: options.identityCacheTtlMs ?? 1000 });
-    let webSockets: WebSocketFront | undefined;
-    const credentialEvents = listenForCredentialChanges(
-      urls.superuserDatabaseUrl,
-      () => {
-        resolver.clear();
-        webSockets?.credentialsChanged();
-      },
-      log,
-    );
-    cleanup.push(() => credentialEvents.close());
-    credentialEvents.ready.catch(() => undefined); // awaited below, after the schema
     const schemaResult = pgl.getSchemaResult();
     const httpModules = loadHttpModules(options.configureApp !== undefined);
     const { schema } = await Promise.resolve(schemaResult).catch((error: unknown) => {
@@ -244,7 +241,6 @@ export async function startAndListen(
       requestTimeoutMs: options.requestTimeoutMs ?? 30_000,
       messageClasses: expressApp?.messageClasses,
     });
-    await credentialEvents.ready;
     await live.ready;
     const apiKeyUsage = createApiKeyUsage(pools.credentials, log);
     cleanup.push(() => apiKeyUsage.stop());

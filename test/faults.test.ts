@@ -165,10 +165,10 @@ t.test("Postgres stopped under load: requests fail fast (GraphQL error or 503), 
   t.same(after.filter((r) => !(r.kind === "health" || r.kind === "whoami" ? r.status === 200 : graphqlOk(r))).map(describeResult), [], "after recovery every request succeeds again");
   await load.stop();
 
-  // The credential-change listener reconnected too: with a 60 s identity cache,
+  // The LISTEN connection (live updates and credential changes) reconnected too: with a 60 s identity cache,
   // only its notification can make a revocation take effect at once.
   await waitFor("the LISTEN connection is back", 15_000, () =>
-    withPool(db.superuserUrl, async (pool) => (await pool.query("select 1 from pg_stat_activity where application_name = 'hub:credential-events'")).rowCount === 1),
+    withPool(db.superuserUrl, async (pool) => (await pool.query("select 1 from pg_stat_activity where application_name = 'hub:live-notifications'")).rowCount === 1),
   );
   t.same(await (await fetch(`${server.url}/whoami`, { headers: player.header })).json(), { kind: "user" }, "the session is cached as valid");
   await withPool(db.superuserUrl, (pool) => pool.query("update hub.session set revoked_at = now() where id = $1", [player.sessionId]));

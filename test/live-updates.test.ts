@@ -218,8 +218,9 @@ t.test("live updates over one hub", async (t) => {
   });
 });
 
-t.test("after the LISTEN connection drops and comes back, one alert per currency the player holds", async (t) => {
-  const server = await startTestServer();
+t.test("after the LISTEN connection drops and comes back, one alert per currency the player holds, and revocations arrive again", async (t) => {
+  // A 60 s identity cache: only the credential NOTIFY, on the same connection, can make a revocation take effect at once.
+  const server = await startTestServer({ identityCacheTtlMs: 60_000 });
   t.teardown(() => server.stop());
   const dave = await player(server, "dave");
   await createCurrency(server.dbPool, { casinoId: dave.casinoId, key: "BTC" });
@@ -239,6 +240,31 @@ t.test("after the LISTEN connection drops and comes back, one alert per currency
   await credit(server, dave);
   await f.waitFor(3);
   t.pass("changes are announced again on the new connection");
-  const { rows: listeners } = await server.dbPool.query("select 1 from pg_stat_activity where application_name = 'hub:live-notifications' and datname = current_database()");
-  t.equal(listeners.length, 1, "still one listening connection for every subscriber");
+  const { rows: listeners } = await server.dbPool.query(
+    "select application_name from pg_stat_activity where datname = current_database() and application_name in ('hub:live-notifications', 'hub:credential-events')",
+  );
+  t.same(listeners, [{ application_name: "hub:live-notifications" }], "still one listening connection, for every subscriber and for credential changes");
+
+  // Revocations travel on the new connection too: an HTTP identity cached for 60 s and the open socket both end.
+  const whoami = async () => (await gql(server.url, "{ hubCurrentUser { id } }", undefined, { authorization: `session:${dave.token}` })).body;
+  t.match(await whoami(), { data: { hubCurrentUser: { id: dave.userId } } }, "the session is valid, and now cached");
+  const closes: { code: number; reason: string }[] = [];
+  const s = wsClient(server.url, { authorization: `session:${dave.token}` }, { closes });
+  t.teardown(() => s.dispose());
+  const fs = feed(s, BALANCE);
+  await connected(s);
+  await sleep(200);
+  await credit(server, dave);
+  await fs.waitFor(1);
+  t.pass("a live alert reaches a socket opened after the reconnection");
+  await server.dbPool.query("update hub.session set revoked_at = now() where user_id = $1", [dave.userId]);
+  await until(() => closes.length > 0, 5000, () => "the socket is still open 5 s after the revocation");
+  t.match(closes[0], { code: 4401 }, "the open socket is closed with 4401");
+  const deadline = Date.now() + 5000;
+  let body = await whoami();
+  while (body.data?.hubCurrentUser !== null && Date.now() < deadline) {
+    await sleep(50);
+    body = await whoami();
+  }
+  t.match(body, { data: { hubCurrentUser: null } }, "the revoked session is no identity over HTTP within 5 s, despite the 60 s cache");
 });

@@ -1,5 +1,6 @@
-import pg from "pg";
 import type { Logger } from "../logger.js";
+import { openListenConnection } from "../live/listen-connection.js";
+import type { InternalChannel } from "../live/notifications.js";
 
 /** The channel the credential triggers (core migration 0007) notify on. */
 export const CREDENTIALS_CHANNEL = "hub_credentials_changed";
@@ -8,45 +9,31 @@ export const CREDENTIALS_CHANNEL = "hub_credentials_changed";
  * Every hub instance listens for revocations and expiry changes made by any
  * instance (or by hand in SQL) and drops its cached identities at once, so a
  * revoked credential stops working everywhere without waiting for the cache
- * to age out. The 1 s cache bound still holds if this connection is down: it
- * reconnects with back-off, and forgets the cache on reconnecting, since
- * notifications sent meanwhile were lost.
+ * to age out. A channel of the server's one LISTEN connection
+ * (createLiveNotifications). The 1 s cache bound still holds while that
+ * connection is down; the cache is forgotten when it is lost and again once
+ * it is back, since notifications sent meanwhile were lost.
+ */
+export function credentialEvents(onChange: () => void): InternalChannel {
+  return { channel: CREDENTIALS_CHANNEL, onNotify: onChange, onGap: onChange };
+}
+
+/**
+ * The credential channel alone on a LISTEN connection of its own, for a
+ * process that serves no live updates (the bench's baseline servers); a hub
+ * server uses credentialEvents on its one connection instead.
  */
 export function listenForCredentialChanges(url: string, onChange: () => void, log: Logger): { ready: Promise<void>; close(): Promise<void> } {
-  let client: pg.Client | undefined;
-  let closed = false;
-  let retryTimer: NodeJS.Timeout | undefined;
-  let delay = 250;
-
-  const connect = async (): Promise<void> => {
-    const c = new pg.Client({ connectionString: url, application_name: "hub:credential-events" });
-    client = c;
-    c.on("notification", (msg) => {
+  const connection = openListenConnection({
+    url,
+    applicationName: "hub:credential-events",
+    log,
+    channels: () => [CREDENTIALS_CHANNEL],
+    onNotification: (msg) => {
       if (msg.channel === CREDENTIALS_CHANNEL) onChange();
-    });
-    c.on("error", (error) => {
-      if (!closed) log.warn({ err: error }, "credential-change listener lost its connection; reconnecting");
-    });
-    c.on("end", () => {
-      if (closed) return;
-      onChange();
-      retryTimer = setTimeout(() => void connect().catch(() => undefined), delay);
-      retryTimer.unref();
-      delay = Math.min(delay * 2, 5000);
-    });
-    await c.connect();
-    await c.query(`listen ${CREDENTIALS_CHANNEL}`);
-    delay = 250;
-    onChange();
-  };
-
-  const ready = connect();
-  return {
-    ready,
-    async close() {
-      closed = true;
-      if (retryTimer) clearTimeout(retryTimer);
-      await client?.end().catch(() => undefined);
     },
-  };
+    onLost: onChange,
+    onBack: async () => onChange(),
+  });
+  return { ready: connection.ready, close: () => connection.close() };
 }
