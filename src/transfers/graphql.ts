@@ -7,12 +7,12 @@ import { withPgPoolTransaction } from "../db/pools.js";
 import { describeValue, ErrorCode } from "../errors.js";
 import { clientError } from "../graphql/client-error.js";
 import { classifyClientInputError } from "../graphql/mask-error.js";
-import { logger } from "../logger.js";
+import type { Logger } from "../logger.js";
+import { serverOfBuild } from "../server-state.js";
 import * as parse from "../parse.js";
 import { OutcomeUnknownError } from "./connector.js";
 import { connectorForCasino } from "./connectors.js";
 import { checkIncoming, recordDeposit, TransferRefusal } from "./deposits.js";
-import { transferOptions, wakeWorkers } from "./runtime.js";
 import { completeWithdrawal, loadWithdrawal, refundWithdrawal, requestWithdrawal, transferEndpoint } from "./withdrawals.js";
 
 /**
@@ -46,7 +46,7 @@ function uuidArg(field: string, value: unknown): string {
 }
 
 /** Database refusals a client can act on keep their code; everything else is the server's fault. */
-async function guarded<T>(fn: () => Promise<T>): Promise<T> {
+async function guarded<T>(logger: Logger, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (error) {
@@ -93,6 +93,8 @@ async function lockedJob(client: pg.ClientBase, requestId: string): Promise<{ id
 }
 
 export const HubTransfersPlugin = extendSchema((build) => {
+  // This server's options, workers and logger: the schema is built for one server.
+  const { transfers: runtime, log } = serverOfBuild(build);
   const resources = build.input.pgRegistry.pgResources;
   const deposit = resources.hub_deposit;
   const withdrawalRequest = resources.hub_withdrawal_request;
@@ -172,7 +174,7 @@ export const HubTransfersPlugin = extendSchema((build) => {
               const input = raw as RecordDepositInput;
               const casinoId = uuidArg("casinoId", input.casinoId);
               wholeAmount("amount", input.amount);
-              return guarded(async () => {
+              return guarded(log, async () => {
                 const transfer = checkIncoming({ id: input.mpTransferId, uname: input.uname, experience: input.experience, currencyKey: input.currencyKey, amount: input.amount });
                 const { rows } = await pool.query("select 1 from hub.casino where id = $1", [casinoId]);
                 if (!rows[0]) throw clientError(ErrorCode.UNKNOWN_CASINO, `No casino has the id ${casinoId}.`);
@@ -194,12 +196,12 @@ export const HubTransfersPlugin = extendSchema((build) => {
               if (!endpoint.reachable) {
                 throw clientError(ErrorCode.TRANSFERS_NOT_CONFIGURED, `hubWithdraw: this session's casino (${casino_id}) has no transfer endpoint, so a withdrawal could not be sent; its operator must give it a base URL or a url with hubSetCasinoTransfers.`);
               }
-              const requestId = await guarded(() =>
+              const requestId = await guarded(log, () =>
                 withPgPoolTransaction(pool, (client) =>
                   requestWithdrawal(client, { userId: user_id, casinoId: casino_id, experienceId: experience_id, currencyKey: input.currencyKey, amount, actor: `user:${user_id}` }),
                 ),
               );
-              wakeWorkers();
+              runtime.wake();
               return { requestId };
             });
           },
@@ -209,14 +211,14 @@ export const HubTransfersPlugin = extendSchema((build) => {
               const input = raw as { casinoId: string; connector?: string | null; url?: string | null; poll?: boolean | null };
               const casinoId = uuidArg("casinoId", input.casinoId);
               const connector = input.connector ?? "http";
-              if (connector !== "http" && !transferOptions().connectors[connector]) {
-                throw clientError(ErrorCode.BAD_USER_INPUT, `connector must be "http" or one of ServerOptions.transfers.connectors (${Object.keys(transferOptions().connectors).join(", ") || "none configured"}); received ${describeValue(connector)}.`);
+              if (connector !== "http" && !runtime.options.connectors[connector]) {
+                throw clientError(ErrorCode.BAD_USER_INPUT, `connector must be "http" or one of ServerOptions.transfers.connectors (${Object.keys(runtime.options.connectors).join(", ") || "none configured"}); received ${describeValue(connector)}.`);
               }
               if (input.url != null && "expected" in parse.httpUrl(input.url)) {
                 throw clientError(ErrorCode.BAD_USER_INPUT, `url must be an http:// or https:// URL; received ${describeValue(input.url)}.`);
               }
               const poll = input.poll ?? true;
-              return guarded(() =>
+              return guarded(log, () =>
                 withPgPoolTransaction(pool, async (client) => {
                   const { rows } = await client.query<{ base_url: string | null }>("select base_url from hub.casino where id = $1", [casinoId]);
                   if (!rows[0]) throw clientError(ErrorCode.UNKNOWN_CASINO, `No casino has the id ${casinoId}.`);
@@ -237,7 +239,7 @@ export const HubTransfersPlugin = extendSchema((build) => {
                   } else {
                     await client.query("update hub.transfer_job set status = 'DONE', updated_at = now() where kind = 'POLL' and casino_id = $1", [casinoId]);
                   }
-                  wakeWorkers();
+                  runtime.wake();
                   return { casinoId };
                 }),
               );
@@ -247,14 +249,14 @@ export const HubTransfersPlugin = extendSchema((build) => {
             const $result = sideEffect([fieldArgs.getRaw("input"), context().get("identity"), context().get("superuserPool")], async ([raw, identity, pool]) => {
               operatorActor(identity);
               const requestId = uuidArg("withdrawalRequestId", (raw as { withdrawalRequestId: unknown }).withdrawalRequestId);
-              const jobId = await guarded(() =>
+              const jobId = await guarded(log, () =>
                 withPgPoolTransaction(pool, async (client) => {
                   const job = await lockedJob(client, requestId);
                   await client.query("update hub.transfer_job set next_attempt_at = now(), updated_at = now() where id = $1", [job.id]);
                   return job.id;
                 }),
               );
-              wakeWorkers();
+              runtime.wake();
               return { jobId };
             });
             return $result;
@@ -263,26 +265,26 @@ export const HubTransfersPlugin = extendSchema((build) => {
             return sideEffect([fieldArgs.getRaw("input"), context().get("identity"), context().get("superuserPool")], async ([raw, identity, pool]) => {
               const actor = operatorActor(identity);
               const requestId = uuidArg("withdrawalRequestId", (raw as { withdrawalRequestId: unknown }).withdrawalRequestId);
-              return guarded(() =>
+              return guarded(log, () =>
                 withPgPoolTransaction(pool, async (client) => {
                   // Holding the item's lock keeps every worker from sending it meanwhile.
                   const job = await lockedJob(client, requestId);
                   const { rows } = await client.query<{ open: boolean; expires_at: Date }>(
                     "select expires_at + $2 * interval '1 millisecond' > now() as open, expires_at from hub_hidden.withdrawal_send_window where withdrawal_request_id = $1",
-                    [requestId, transferOptions().clockSkewMs],
+                    [requestId, runtime.options.clockSkewMs],
                   );
                   if (rows[0]?.open) {
                     // Sending stops until the window has closed, so that a refund asked again then can be decided.
                     const { rows: paused } = await client.query<{ until: Date }>(
                       `update hub.transfer_job set next_attempt_at = greatest(next_attempt_at, $2::timestamptz + $3 * interval '1 millisecond'), updated_at = now()
                         where id = $1 returning next_attempt_at as until`,
-                      [job.id, rows[0].expires_at, transferOptions().clockSkewMs + 100],
+                      [job.id, rows[0].expires_at, runtime.options.clockSkewMs + 100],
                     );
                     return {
-                      refusal: `Withdrawal ${requestId} was not refunded: its last send may still reach the casino until ${rows[0].expires_at.toISOString()} (plus ${transferOptions().clockSkewMs} ms of allowed clock difference). Sending is paused until ${paused[0]!.until.toISOString()}: ask again after that.`,
+                      refusal: `Withdrawal ${requestId} was not refunded: its last send may still reach the casino until ${rows[0].expires_at.toISOString()} (plus ${runtime.options.clockSkewMs} ms of allowed clock difference). Sending is paused until ${paused[0]!.until.toISOString()}: ask again after that.`,
                     };
                   }
-                  const connector = await connectorForCasino(client, job.casino_id, transferOptions());
+                  const connector = await connectorForCasino(client, job.casino_id, runtime.options);
                   let found;
                   try {
                     found = await connector.lookup(requestId);
