@@ -1,7 +1,7 @@
 import "./prelude.js";
 import fsp from "node:fs/promises";
 import path from "node:path";
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyPluginAsync } from "fastify";
 import { postgraphile, type PostGraphileInstance } from "postgraphile";
 import { lexicographicSortSchema, printSchema, type GraphQLSchema } from "graphql";
 import { readConfig, type HubConfig } from "./config.js";
@@ -272,6 +272,17 @@ function openGraphQLSide(server: ServerState, core: Core, pools: HubPools, optio
   return { pgl, schema, identityLimiter, wsLimits, webSockets, requestInfo };
 }
 
+/**
+ * A Fastify plugin of the root context (Fastify's documented 'skip-override',
+ * what fastify-plugin sets): its hooks and routes apply to the whole server.
+ */
+function rootPlugin(name: string, register: (instance: FastifyInstance) => unknown): FastifyPluginAsync {
+  const plugin: FastifyPluginAsync = async (instance) => {
+    await register(instance);
+  };
+  return Object.assign(plugin, { [Symbol.for("skip-override")]: true, [Symbol.for("fastify.display-name")]: name });
+}
+
 /** Write the schema's SDL where the options ask, for GraphQL code generators. */
 async function exportSchema(schema: GraphQLSchema, file: string, log: Logger): Promise<void> {
   const resolved = path.resolve(file);
@@ -281,10 +292,11 @@ async function exportSchema(schema: GraphQLSchema, file: string, log: Logger): P
 }
 
 /**
- * The Fastify instance, which owns the server's lifecycle from here: its
- * first onClose hook (run last) releases the core; each part mounted after
- * it adds its own hooks (the WebSocket front, API key stamps), which Fastify
- * runs before, once HTTP has stopped and in-flight requests are done.
+ * The Fastify instance, which owns the server's lifecycle from here: each
+ * part is a plugin of it, and releases what it holds in its own onClose hook
+ * (the WebSocket front, the API key stamps). The first plugin's hook, run
+ * last, releases the core. Fastify runs them once HTTP has stopped and the
+ * in-flight requests are done.
  */
 async function createHttpSide(server: ServerState, core: Core, graphql: GraphQLSide, options: ServerOptions, config: HubConfig): Promise<FastifyInstance> {
   const { log } = server;
@@ -308,17 +320,34 @@ async function createHttpSide(server: ServerState, core: Core, graphql: GraphQLS
     requestTimeoutMs: options.requestTimeoutMs ?? 30_000,
     messageClasses: expressApp?.messageClasses,
   });
-  app.decorate("hubServer", server);
-  app.addHook("onClose", () => closeCore(core, server));
+  // Registered first, so its onClose runs last: after HTTP has stopped and every part below has closed.
+  await app.register(
+    rootPlugin("hub-server", (instance) => {
+      instance.decorate("hubServer", server);
+      instance.addHook("onClose", () => closeCore(core, server));
+    }),
+  );
   await core.credentialEvents!.ready;
   await core.live!.ready;
-  const apiKeyUsage = createApiKeyUsage(pools.credentials, log);
-  app.addHook("onClose", () => apiKeyUsage.stop());
+  const { identityLimiter } = graphql;
   // Order matters: the auth hook first, so Express and GraphQL both see the identity; it also admits (per-identity limit).
-  addAuthHook(app, server.resolver!, apiKeyUsage, graphql.identityLimiter);
-  graphql.webSockets.front = await mountGraphQL(app, graphql.pgl, { resolver: server.resolver!, limits: graphql.wsLimits, log });
-  if (config.dashboard !== false) mountDashboard(app, config.dashboard, log);
-  if (expressApp && expressAdapter) await expressAdapter.mountExpressApp(app, expressApp.app, server.stats, graphql.identityLimiter.poolFor);
+  await app.register(
+    rootPlugin("hub-auth", (instance) => {
+      const apiKeyUsage = createApiKeyUsage(pools.credentials, log);
+      instance.addHook("onClose", () => apiKeyUsage.stop());
+      addAuthHook(instance, server.resolver!, apiKeyUsage, identityLimiter);
+    }),
+  );
+  await app.register(
+    rootPlugin("hub-graphql", async (instance) => {
+      graphql.webSockets.front = await mountGraphQL(instance, graphql.pgl, { resolver: server.resolver!, limits: graphql.wsLimits, log });
+    }),
+  );
+  const dashboard = config.dashboard;
+  if (dashboard !== false) await app.register(rootPlugin("hub-dashboard", (instance) => mountDashboard(instance, dashboard, log)));
+  if (expressApp && expressAdapter) {
+    await app.register(rootPlugin("hub-express", (instance) => expressAdapter.mountExpressApp(instance, expressApp.app, server.stats, identityLimiter.poolFor)));
+  }
   return app;
 }
 
