@@ -10,7 +10,8 @@ import { pino } from "pino";
 import { startTestServer, type TestServer } from "../dist/src/exports/test.js";
 import { superuserPool } from "../dist/src/exports/db.js";
 import { logger } from "../dist/src/exports/logger.js";
-import { serverStats } from "../dist/src/index.js";
+import { defaultPlugins, HubGameConfigPlugin, serverStats } from "../dist/src/index.js";
+import { createCasino, createCurrency, createExperience, createHouseBankroll, createPlayer, createPlayerBalance } from "../dist/src/exports/test.js";
 import { SERVER_STATE, startAndListen } from "../dist/src/start.js";
 import type { ServerState } from "../dist/src/server-state.js";
 import { gql } from "./helpers/http.js";
@@ -32,6 +33,8 @@ function captureLog(state: ServerState): string[] {
 
 /** A configureApp route that tells which server answered, and its own request count (serverStats(req)). */
 const whoAmI = (name: string) => ({
+  // Outcome bets, on chains short enough to be computed without a worker thread.
+  plugins: [...defaultPlugins, HubGameConfigPlugin({ outcomeBetConfigs: { GENERAL: { houseEdge: 0.01, saveOutcomes: false } }, hashChainLength: 1000 })],
   configureApp: ({ app }: { app: import("express").Express }) => {
     app.get("/who", (req, res) => {
       res.json({ name, requests: serverStats(req).requests.total });
@@ -115,17 +118,27 @@ t.test("forgetting a session in one server's resolver cache leaves another serve
   t.same((await gql(c.url, me, {}, player.header)).body.data, { hubCurrentUser: { id: player.userId } }, "c still answers from its own cache (until its TTL or the notification)");
 });
 
-t.test("hash chain work lands in the cache of the server that did it", async (t) => {
-  const player = await makePlayer(a.superuserDatabaseUrl, `chains-${Date.now()}`);
-  const created = await gql<{ hubCreateHashChain: { hashChain: { id: string } } }>(a.url, "mutation { hubCreateHashChain { hashChain { id } } }", {}, player.header);
-  t.equal(created.body.errors, undefined, "a created a chain");
-  const hashChainId = created.body.data!.hubCreateHashChain.hashChain.id;
+t.test("a bet's hash is derived in the cache of the server that took the bet", async (t) => {
+  const casinoId = (await createCasino(a.dbPool, { name: "two-servers" })).id;
+  await createCurrency(a.dbPool, { casinoId, key: "BTC", displayUnitName: "bits", displayUnitScale: 100 });
+  const experienceId = (await createExperience(a.dbPool, { casinoId })).id;
+  await createHouseBankroll(a.dbPool, { casinoId, currencyKey: "BTC", amount: 10_000_000 });
+  const userId = (await createPlayer(a.dbPool, { casinoId, uname: "bettor" })).id;
+  await createPlayerBalance(a.dbPool, { userId, experienceId, currencyKey: "BTC", amount: 10_000 });
+  const { graphqlClient } = await a.authenticate(userId, experienceId);
+  const chain = await graphqlClient.request<{ hubCreateHashChain: { hashChain: { id: string } } }>("mutation { hubCreateHashChain { hashChain { id } } }");
+  const hashChainId = chain.hubCreateHashChain.hashChain.id;
   const [sa, sb] = [stateOf(a), stateOf(b)];
-  const before = sb.chains.segments.size;
-  const derived = await sa.chains.intermediateHash({ hashChainId, iteration: 5, pgClient: a.dbPool });
-  t.equal(derived.type, "success");
-  t.ok([...sa.chains.segments.keys()].some((key) => key.startsWith(`${hashChainId}:`)), "a keeps the derived segment");
-  t.equal(sb.chains.segments.size, before, "b's cache did not change");
+  const sizeOfB = sb.chains.segments.size;
+  // b was started last: the module-level hash-chain functions would use b's cache; a's bet must not.
+  const bet = await graphqlClient.request<{ hubMakeOutcomeBet: { result: { __typename: string } } }>(
+    `mutation($input: HubMakeOutcomeBetInput!) { hubMakeOutcomeBet(input: $input) { result { __typename } } }`,
+    { input: { kind: "GENERAL", wager: 100, currency: "BTC", hashChainId, clientSeed: "seed", outcomes: [{ weight: 1, profit: 0.98 }, { weight: 1, profit: -1 }] } },
+  );
+  t.equal(bet.hubMakeOutcomeBet.result.__typename, "HubMakeOutcomeBetSuccess", "a took the bet");
+  t.ok([...sa.chains.segments.keys()].some((key) => key.startsWith(`${hashChainId}:`)), "a's cache holds the chain's derived segment");
+  t.notOk([...sb.chains.segments.keys()].some((key) => key.startsWith(`${hashChainId}:`)), "b's cache has nothing of it");
+  t.equal(sb.chains.segments.size, sizeOfB, "b's cache did not change");
 });
 
 t.test("the module-level exports follow the server started last; once it stops, the one before; the other keeps serving", async (t) => {

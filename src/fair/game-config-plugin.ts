@@ -10,6 +10,7 @@ import type { Identity } from "../auth/identity.js";
 import { requirePlayer } from "./hash-chain-plugin.js";
 import { createSettleGroups } from "./settle-group.js";
 import { createChainQueue } from "./chain-queue.js";
+import { serverOfBuild } from "../server-state.js";
 import { makeOutcomeBet, type CustomGameConfigMap, type MakeOutcomeBetInput, type OutcomeBetConfigMap } from "./outcome-bet.js";
 import { playerRiskLimits } from "./risk.js";
 import { MAX_HASH_CHAIN_LENGTH } from "./db.js";
@@ -61,6 +62,7 @@ export function HubGameConfigPlugin(options: HubGameConfigOptions): GraphileConf
     // Built once per server's schema: each server queues its own bets per chain.
     const chainQueue = createChainQueue();
     const settleGroups = createSettleGroups();
+    const { chains } = serverOfBuild(build);
     const outcomeTypes = outcomeKinds.length
       ? `
       "The kinds of hubMakeOutcomeBet this hub offers (HubGameConfigPlugin's outcomeBetConfigs)."
@@ -130,6 +132,7 @@ export function HubGameConfigPlugin(options: HubGameConfigOptions): GraphileConf
                         outcomeBetConfigs[bet.kind]!,
                         chainQueue,
                         settleGroups,
+                        chains,
                       );
                     });
                   },
