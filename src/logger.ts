@@ -1,6 +1,7 @@
 import { pino, type Logger } from "pino";
 import type { LogLevel } from "./config.js";
 import { forwardingProxy } from "./forwarding-proxy.js";
+import { currentServer } from "./server-state.js";
 
 export type { Logger };
 
@@ -36,18 +37,14 @@ export function createLogger(options: { level: LogLevel; pretty: boolean; /** De
   });
 }
 
+/** Before any server starts: a plain JSON logger at "info", so importing the façade early never fails. */
+const beforeAnyServer: Logger = pino({ level: "info", redact: { paths: REDACT, censor: "[redacted]" } });
+
 /**
- * The logger of the running server, for plugin code (`@hubpkg/hub/logger`).
- * Before a server starts it is a plain JSON logger at "info", so importing it
- * early never fails.
+ * The logger of the running server, for plugin code (`@hubpkg/hub/logger`):
+ * that of the server started last that is still running (src/server-state.ts).
  */
-let current: Logger = pino({ level: "info", redact: { paths: REDACT, censor: "[redacted]" } });
-
-export function setLogger(logger: Logger): void {
-  current = logger;
-}
-
 export const logger: Logger = forwardingProxy(
-  () => current,
+  () => currentServer()?.log ?? beforeAnyServer,
   () => undefined,
 );

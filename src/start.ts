@@ -1,12 +1,13 @@
 import "./prelude.js";
 import fsp from "node:fs/promises";
 import path from "node:path";
-import { postgraphile } from "postgraphile";
-import { lexicographicSortSchema, printSchema } from "graphql";
-import { readConfig } from "./config.js";
-import { createLogger, setLogger, type Logger } from "./logger.js";
-import { discardPrewarmed, endPool, openDatabase, retryWhileEmbeddedRestarts, startupError, type OpenedDatabase } from "./db/database.js";
-import { openPools, ensureRoleSwitch, setSuperuserPool, clearSuperuserPool, type HubPools } from "./db/pools.js";
+import type { FastifyInstance, FastifyPluginAsync } from "fastify";
+import { postgraphile, type PostGraphileInstance } from "postgraphile";
+import { lexicographicSortSchema, printSchema, type GraphQLSchema } from "graphql";
+import { readConfig, type HubConfig } from "./config.js";
+import { createLogger, type Logger } from "./logger.js";
+import { endPool, openDatabase, retryWhileEmbeddedRestarts, startupError, type OpenedDatabase, type PrewarmedDatabase } from "./db/database.js";
+import { openPools, ensureRoleSwitch, type HubPools } from "./db/pools.js";
 import { migrate } from "./db/migrate.js";
 import { warnAboutGrants } from "./db/grants.js";
 import { validateOptions, type ServerOptions } from "./options.js";
@@ -18,10 +19,9 @@ import { createIdentityResolver } from "./auth/resolver.js";
 import { DEFAULT_QUERY_LIMITS } from "./graphql/query-limits.js";
 import { credentialEvents } from "./db/credential-events.js";
 import { createApiKeyUsage } from "./auth/api-key-usage.js";
-import { createIdentityPoolLimiter, DEFAULT_IDENTITY_LIMITS } from "./db/identity-limit.js";
+import { createIdentityPoolLimiter, DEFAULT_IDENTITY_LIMITS, type IdentityPoolLimiter } from "./db/identity-limit.js";
 import { HubPlaygroundPlugin } from "./graphql/sessions.js";
-import { createServerStats, setLatestServerStats } from "./stats.js";
-import { createLiveNotifications } from "./live/notifications.js";
+import { createLiveNotifications, type LiveNotifications } from "./live/notifications.js";
 import { webSocketLimits } from "./live/limits.js";
 import type { WebSocketFront } from "../adapters/websocket.js";
 import type { BuiltInPath } from "../adapters/express.js";
@@ -29,8 +29,9 @@ import { GRAPHQL_PATH } from "../adapters/graphql-path.js";
 import { HubError } from "./errors.js";
 import { listenFailed, schemaBuildFailed } from "./startup-errors.js";
 import { resolveTransferOptions } from "./transfers/options.js";
-import { registerWorker, setTransferOptions } from "./transfers/runtime.js";
-import { startTransferWorker } from "./transfers/worker.js";
+import { startTransferWorker, type TransferWorker } from "./transfers/worker.js";
+import { serverStarted, serverStopped, type ServerState } from "./server-state.js";
+import { createServerState } from "./create-server-state.js";
 
 export interface RunningServer {
   port: number;
@@ -40,6 +41,20 @@ export interface RunningServer {
   superuserDatabaseUrl: string;
   /** Close HTTP (finishing in-flight requests), the pools and the embedded database. */
   stop(): Promise<void>;
+}
+
+/**
+ * Where a RunningServer keeps its server's state, for the hub's own tests
+ * (test/two-servers.test.ts): a symbol, so it is no part of the object's
+ * documented shape.
+ */
+export const SERVER_STATE: unique symbol = Symbol("hub.serverState");
+
+declare module "fastify" {
+  interface FastifyInstance {
+    /** The server's state (src/server-state.ts). */
+    hubServer: ServerState;
+  }
 }
 
 const MAX_BODY = 1024 * 1024;
@@ -64,20 +79,22 @@ const PIPELINED_GRAPHQL = true;
 /**
  * Stop accepting, let in-flight requests finish, and after timeoutMs cut the
  * connections still open so a stuck client cannot hold the shutdown forever.
+ * Fastify then runs the onClose hooks, which release what the requests used.
  */
-async function closeWithin(app: import("fastify").FastifyInstance, timeoutMs: number, log: Logger): Promise<void> {
+async function closeWithin(app: FastifyInstance, timeoutMs: number, log: Logger): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<"timeout">((resolve) => {
     timer = setTimeout(() => resolve("timeout"), timeoutMs);
   });
+  const httpClosed = new Promise<"closed">((resolve) => app.server.once("close", () => resolve("closed")));
   const closing = app.close();
-  const outcome = await Promise.race([closing.then(() => "closed" as const), timedOut]);
+  const outcome = await Promise.race([httpClosed, closing.then(() => "closed" as const), timedOut]);
   clearTimeout(timer);
   if (outcome === "timeout") {
     log.warn({ timeoutMs }, "in-flight requests did not finish in time; closing their connections");
     app.server.closeAllConnections();
-    await closing;
   }
+  await closing;
 }
 
 /**
@@ -111,91 +128,117 @@ function builtInPaths(dashboard: string | false, graphiql: boolean): BuiltInPath
   return paths;
 }
 
-/** Undo what a failed start had already done, in reverse order. */
-async function unwind(steps: (() => Promise<unknown>)[], log: Logger): Promise<void> {
-  for (const step of steps.reverse()) {
-    try {
-      await step();
-    } catch (error) {
-      log.warn({ err: error }, "error while releasing resources");
-    }
-  }
+
+/**
+ * What a server opens before its HTTP side exists, filled in as it is opened.
+ * Fastify is loaded only once the schema's introspection query has gone out
+ * (loadHttpModules), so until then this is what a failed start releases; from
+ * then on Fastify's onClose releases it (createHttpSide).
+ */
+interface Core {
+  db?: OpenedDatabase;
+  pools?: HubPools;
+  worker?: TransferWorker;
+  live?: LiveNotifications;
+  pgl?: PostGraphileInstance;
+  /** Set by closeCore: it runs once, whoever calls it first. */
+  closed?: Promise<void>;
 }
 
-export async function startAndListen(
-  rawOptions?: ServerOptions,
-  callback?: (info: { port: number }) => void,
-): Promise<RunningServer> {
-  const options = validateOptions(rawOptions);
-  // The environment, overridden by the options: one set of rules and messages for both.
-  const config = readConfig(process.env, options as Record<string, unknown>);
-  const log = createLogger({ level: config.logLevel, pretty: config.logPretty ?? (config.nodeEnv === "development" && process.stdout.isTTY === true) });
-  setLogger(log);
-  // Counted from this call: uptime and requests of this server alone.
-  const stats = createServerStats();
+/** Release the core, the reverse of the order it was opened in; a failing step is logged and the rest still run. */
+function closeCore(core: Core, server: ServerState): Promise<void> {
+  core.closed ??= (async () => {
+    const attempt = async (step: (() => Promise<unknown>) | undefined) => {
+      try {
+        await step?.();
+      } catch (error) {
+        server.log.warn({ err: error }, "error while releasing resources");
+      }
+    };
+    const { db, pools, worker, live, pgl } = core;
+    await attempt(pgl && (async () => pgl.release()));
+    await attempt(live && (() => live.close()));
+    await attempt(worker && (() => worker.stop()));
+    // From here the façades (superuserPool, logger, serverStats()) follow the server started before this one.
+    serverStopped(server);
+    await attempt(pools && (() => Promise.all([endPool(pools.graphql), endPool(pools.superuser), endPool(pools.credentials)])));
+    await attempt(db && (() => db.close()));
+  })();
+  return core.closed;
+}
 
-  const cleanup: (() => Promise<unknown>)[] = [];
-  let opened: OpenedDatabase | undefined;
-  try {
-    const db = await openDatabase(config, log);
-    opened = db;
-    cleanup.push(() => db.close());
-    await discardPrewarmed();
-    const urls = { databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl };
-    const embedded = db.embedded;
+/** The database, its pools and migrations, and the transfer worker: everything that needs no schema. */
+async function openDatabaseSide(server: ServerState, core: Core, options: ServerOptions, config: HubConfig, prewarmed: PrewarmedDatabase | undefined): Promise<HubPools> {
+  const { log } = server;
+  const db = await (prewarmed?.adopt(config) ?? openDatabase(config, log));
+  core.db = db;
+  await prewarmed?.discard();
+  const urls = { databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl };
+  const pools = await retryWhileEmbeddedRestarts(db, () => openPools(urls, log, { graphqlPipeline: PIPELINED_GRAPHQL, databaseUrlVariable: config.databaseUrlVariable }));
+  core.pools = pools;
+  // Connected while the rest starts, so the first credential lookup finds a warm connection.
+  pools.credentials.query("select 1").catch(() => undefined);
+  await retryWhileEmbeddedRestarts(db, () => migrate(pools.superuser, { userMigrationsPath: options.userDatabaseMigrationsPath, log }));
+  await ensureRoleSwitch(pools, log, config.databaseUrlVariable);
+  // Warnings only: a table GraphQL cannot read fails the requests that use it, not the start.
+  await warnAboutGrants(pools.superuser, options.extraPgSchemas ?? [], log);
+  server.pools = pools;
+  // Deposits and withdrawals with casinos: every instance runs a worker on the shared outbox.
+  if (server.transfers.options.worker) {
+    const worker = startTransferWorker(urls.superuserDatabaseUrl, server.transfers.options, log);
+    const unregister = server.transfers.register(worker);
+    core.worker = { wake: () => worker.wake(), stop: () => (unregister(), worker.stop()) };
+  }
+  return pools;
+}
 
-    const pools: HubPools = await retryWhileEmbeddedRestarts(db, () => openPools(urls, log, { graphqlPipeline: PIPELINED_GRAPHQL, databaseUrlVariable: config.databaseUrlVariable }));
-    cleanup.push(() => Promise.all([endPool(pools.graphql), endPool(pools.superuser), endPool(pools.credentials)]));
-    // Connected while the rest starts, so the first credential lookup finds a warm connection.
-    pools.credentials.query("select 1").catch(() => undefined);
-    await retryWhileEmbeddedRestarts(db, () => migrate(pools.superuser, { userMigrationsPath: options.userDatabaseMigrationsPath, log }));
-    await ensureRoleSwitch(pools, log, config.databaseUrlVariable);
-    // Warnings only: a table GraphQL cannot read fails the requests that use it, not the start.
-    await warnAboutGrants(pools.superuser, options.extraPgSchemas ?? [], log);
-    setSuperuserPool(pools.superuser);
-    cleanup.push(async () => clearSuperuserPool(pools.superuser));
-    // Deposits and withdrawals with casinos: every instance runs a worker on the shared outbox.
-    const transfers = resolveTransferOptions(options.transfers);
-    setTransferOptions(transfers);
-    if (transfers.worker) {
-      const worker = startTransferWorker(urls.superuserDatabaseUrl, transfers, log);
-      const unregister = registerWorker(worker);
-      cleanup.push(async () => {
-        unregister();
-        await worker.stop();
-      });
-    }
+/** What the HTTP side needs of the GraphQL side. */
+interface GraphQLSide {
+  pgl: PostGraphileInstance;
+  schema: Promise<GraphQLSchema>;
+  identityLimiter: IdentityPoolLimiter;
+  wsLimits: ReturnType<typeof webSocketLimits>;
+  /** Set once mounted: told when credentials change. */
+  webSockets: { front?: WebSocketFront | undefined };
+  /** Filled in once the HTTP modules are loaded (the preset reads it per request). */
+  requestInfo: { read?: typeof import("../adapters/grafserv.js").grafservRequestInfo };
+}
 
-    // Plugins get, per request, a view of the superuser pool bounded per player / API key.
-    const identityLimiter = createIdentityPoolLimiter(pools.superuser, {
-      connections: options.perIdentityConnections ?? DEFAULT_IDENTITY_LIMITS.connections,
-      queue: options.perIdentityQueue ?? DEFAULT_IDENTITY_LIMITS.queue,
-      waitMs: pools.superuser.options.connectionTimeoutMillis ?? 10_000,
-    });
-    // Independent of the schema: its connection is made while the schema builds.
-    const resolver = createIdentityResolver(pools.credentials, { cacheTtlMs: options.identityCacheTtlMs ?? 1000 });
-    let webSockets: WebSocketFront | undefined;
-    // One LISTEN connection for every subscription of this server and for credential changes.
-    const live = createLiveNotifications(urls.superuserDatabaseUrl, log, {
-      internal: [
-        credentialEvents(() => {
-          resolver.clear();
-          webSockets?.credentialsChanged();
-        }),
-      ],
-    });
-    cleanup.push(() => live.close());
-    live.ready.catch(() => undefined); // awaited below, after the schema
-    const wsLimits = webSocketLimits(options.websocket);
-    // Read per request, so only once the server runs: by then the adapter (loaded below) is there.
-    let requestInfo: typeof import("../adapters/grafserv.js").grafservRequestInfo | undefined;
-    const preset = makePreset({
+/** The identity resolver, the LISTEN connection and the schema, built while the HTTP modules load. */
+function openGraphQLSide(server: ServerState, core: Core, pools: HubPools, options: ServerOptions, config: HubConfig): GraphQLSide {
+  const { log } = server;
+  const superuserUrl = core.db!.superuserUrl;
+  // Plugins get, per request, a view of the superuser pool bounded per player / API key.
+  const identityLimiter = createIdentityPoolLimiter(pools.superuser, {
+    connections: options.perIdentityConnections ?? DEFAULT_IDENTITY_LIMITS.connections,
+    queue: options.perIdentityQueue ?? DEFAULT_IDENTITY_LIMITS.queue,
+    waitMs: pools.superuser.options.connectionTimeoutMillis ?? 10_000,
+  });
+  // Made before the LISTEN connection, whose credential channel clears its cache.
+  const resolver = createIdentityResolver(pools.credentials, { cacheTtlMs: options.identityCacheTtlMs ?? 1000 });
+  server.resolver = resolver;
+  const webSockets: GraphQLSide["webSockets"] = {};
+  // One LISTEN connection for every subscription of this server and for credential changes.
+  const live = createLiveNotifications(superuserUrl, log, {
+    internal: [
+      credentialEvents(() => {
+        resolver.clear();
+        webSockets.front?.credentialsChanged();
+      }),
+    ],
+  });
+  core.live = live;
+  live.ready.catch(() => undefined); // awaited by the HTTP side, after the schema
+  const wsLimits = webSocketLimits(options.websocket);
+  const requestInfo: GraphQLSide["requestInfo"] = {};
+  const pgl = postgraphile(
+    makePreset({
       // The playground mutation depends on configuration, not on the plugin list.
       plugins: [...(options.plugins ?? defaultPlugins), ...(config.playground ? [HubPlaygroundPlugin] : [])],
       extraPgSchemas: options.extraPgSchemas ?? [],
       graphqlPool: pools.graphql,
       pipelinedPg: PIPELINED_GRAPHQL,
-      requestInfo: (requestContext) => requestInfo!(requestContext),
+      requestInfo: (requestContext) => requestInfo.read!(requestContext),
       superuserPool: pools.superuser,
       superuserPoolFor: identityLimiter.poolFor,
       graphiql: options.graphiql ?? config.nodeEnv !== "production",
@@ -210,101 +253,189 @@ export async function startAndListen(
       statementTimeoutMs: options.statementTimeoutMs ?? 10_000,
       pubsub: live,
       websocketKeepaliveMs: wsLimits.keepAliveMs,
-    });
-    const pgl = postgraphile(preset);
-    cleanup.push(async () => pgl.release());
-    const schemaResult = pgl.getSchemaResult();
-    const httpModules = loadHttpModules(options.configureApp !== undefined);
-    const { schema } = await Promise.resolve(schemaResult).catch((error: unknown) => {
+      server,
+    }),
+  );
+  core.pgl = pgl;
+  const schema = Promise.resolve(pgl.getSchemaResult()).then(
+    (result) => result.schema,
+    (error: unknown) => {
       // Database errors carry a code and are reported as such; anything else came from a plugin's code.
       throw typeof (error as { code?: unknown } | undefined)?.code === "string" ? error : schemaBuildFailed(error);
-    });
-    const { grafservRequestInfo, mountGraphQL } = await httpModules.grafserv;
-    requestInfo = grafservRequestInfo;
-    if (options.exportSchemaSDLPath) {
-      const file = path.resolve(options.exportSchemaSDLPath);
-      await fsp.mkdir(path.dirname(file), { recursive: true });
-      await fsp.writeFile(file, `${printSchema(lexicographicSortSchema(schema))}\n`);
-      log.info({ file }, "wrote the GraphQL schema SDL");
-    }
+    },
+  );
+  return { pgl, schema, identityLimiter, wsLimits, webSockets, requestInfo };
+}
 
-    const [{ createFastify }, expressAdapter] = await Promise.all([httpModules.fastify, httpModules.express]);
-    const expressApp = options.configureApp && expressAdapter ? await expressAdapter.createExpressApp(options.configureApp, pools.superuser) : undefined;
-    if (expressApp && expressAdapter) {
-      const collisions = expressAdapter.routeCollisions(expressApp.app, builtInPaths(config.dashboard, options.graphiql ?? config.nodeEnv !== "production"));
-      if (collisions.length > 0) throw new HubError("HUB_ROUTE_CONFLICT", collisions.join(" "));
-    }
-    const app = createFastify({
-      logger: log,
-      stats,
-      bodyLimit: MAX_BODY,
-      requestTimeoutMs: options.requestTimeoutMs ?? 30_000,
-      messageClasses: expressApp?.messageClasses,
-    });
-    await live.ready;
-    const apiKeyUsage = createApiKeyUsage(pools.credentials, log);
-    cleanup.push(() => apiKeyUsage.stop());
-    // Order matters: the auth hook first, so Express and GraphQL both see the identity; it also admits (per-identity limit).
-    addAuthHook(app, resolver, apiKeyUsage, identityLimiter);
-    // Registered last so it runs first: stop accepting and finish in-flight requests before anything they use closes.
-    cleanup.push(() => closeWithin(app, options.shutdownTimeoutMs ?? 10_000, log));
-    webSockets = await mountGraphQL(app, pgl, { resolver, limits: wsLimits, log });
-    if (config.dashboard !== false) mountDashboard(app, config.dashboard, log);
-    if (expressApp && expressAdapter) await expressAdapter.mountExpressApp(app, expressApp.app, stats, identityLimiter.poolFor);
-    await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG }).catch((error: unknown) => {
-      throw listenFailed(error, config.port, config.host, options.port !== undefined);
-    });
-    const address = app.server.address();
-    const port = typeof address === "object" && address ? address.port : config.port;
-    const displayHost = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host.includes(":") ? `[${config.host}]` : config.host;
-    const url = `http://${displayHost}:${port}`;
-    if (config.playground && config.nodeEnv === "production") {
-      log.warn("the playground is on in production: anyone can create players and sessions with hubCreatePlaygroundSession (HUB_PLAYGROUND=off or playground: false turns it off)");
-    }
-    setLatestServerStats(stats);
-    log.info({ url: `${url}/graphql`, dataDir: embedded ? config.dataDir : undefined }, `hub listening on ${url}/graphql`);
+/**
+ * A Fastify plugin of the root context (Fastify's documented 'skip-override',
+ * what fastify-plugin sets): its hooks and routes apply to the whole server.
+ */
+function rootPlugin(name: string, register: (instance: FastifyInstance) => unknown): FastifyPluginAsync {
+  const plugin: FastifyPluginAsync = async (instance) => {
+    await register(instance);
+  };
+  return Object.assign(plugin, { [Symbol.for("skip-override")]: true, [Symbol.for("fastify.display-name")]: name });
+}
 
-    let stopping: Promise<void> | undefined;
-    const stop = () => {
-      stopping ??= (async () => {
-        log.info("stopping: closing HTTP, then the database pools");
-        await unwind(cleanup, log);
-        log.info("stopped");
-        // Only now: a second Ctrl-C while stopping must reach onSignal (which
-        // exits through process.exit, whose hook stops the embedded Postgres),
-        // not Node's default action, which kills the process on the spot.
-        removeSignalHandlers();
-      })();
-      return stopping;
-    };
+/** Write the schema's SDL where the options ask, for GraphQL code generators. */
+async function exportSchema(schema: GraphQLSchema, file: string, log: Logger): Promise<void> {
+  const resolved = path.resolve(file);
+  await fsp.mkdir(path.dirname(resolved), { recursive: true });
+  await fsp.writeFile(resolved, `${printSchema(lexicographicSortSchema(schema))}\n`);
+  log.info({ file: resolved }, "wrote the GraphQL schema SDL");
+}
 
-    const onSignal = (signal: NodeJS.Signals) => {
-      if (stopping) {
-        log.warn({ signal }, "second signal: exiting now");
+/**
+ * The Fastify instance, which owns the server's lifecycle from here: each
+ * part is a plugin of it, and releases what it holds in its own onClose hook
+ * (the WebSocket front, the API key stamps). The first plugin's hook, run
+ * last, releases the core. Fastify runs them once HTTP has stopped and the
+ * in-flight requests are done.
+ */
+async function createHttpSide(server: ServerState, core: Core, graphql: GraphQLSide, options: ServerOptions, config: HubConfig): Promise<FastifyInstance> {
+  const { log } = server;
+  const pools = core.pools!;
+  const httpModules = loadHttpModules(options.configureApp !== undefined);
+  const schema = await graphql.schema;
+  const { grafservRequestInfo, mountGraphQL } = await httpModules.grafserv;
+  graphql.requestInfo.read = grafservRequestInfo;
+  if (options.exportSchemaSDLPath) await exportSchema(schema, options.exportSchemaSDLPath, log);
+
+  const [{ createFastify }, expressAdapter] = await Promise.all([httpModules.fastify, httpModules.express]);
+  const expressApp = options.configureApp && expressAdapter ? await expressAdapter.createExpressApp(options.configureApp, pools.superuser) : undefined;
+  if (expressApp && expressAdapter) {
+    const collisions = expressAdapter.routeCollisions(expressApp.app, builtInPaths(config.dashboard, options.graphiql ?? config.nodeEnv !== "production"));
+    if (collisions.length > 0) throw new HubError("HUB_ROUTE_CONFLICT", collisions.join(" "));
+  }
+  const app = createFastify({
+    logger: log,
+    stats: server.stats,
+    bodyLimit: MAX_BODY,
+    requestTimeoutMs: options.requestTimeoutMs ?? 30_000,
+    messageClasses: expressApp?.messageClasses,
+  });
+  // Registered first, so its onClose runs last: after HTTP has stopped and every part below has closed.
+  await app.register(
+    rootPlugin("hub-server", (instance) => {
+      instance.decorate("hubServer", server);
+      instance.addHook("onClose", () => closeCore(core, server));
+    }),
+  );
+  await core.live!.ready;
+  const { identityLimiter } = graphql;
+  // Order matters: the auth hook first, so Express and GraphQL both see the identity; it also admits (per-identity limit).
+  await app.register(
+    rootPlugin("hub-auth", (instance) => {
+      const apiKeyUsage = createApiKeyUsage(pools.credentials, log);
+      instance.addHook("onClose", () => apiKeyUsage.stop());
+      addAuthHook(instance, server.resolver!, apiKeyUsage, identityLimiter);
+    }),
+  );
+  await app.register(
+    rootPlugin("hub-graphql", async (instance) => {
+      graphql.webSockets.front = await mountGraphQL(instance, graphql.pgl, { resolver: server.resolver!, limits: graphql.wsLimits, log });
+    }),
+  );
+  const dashboard = config.dashboard;
+  if (dashboard !== false) await app.register(rootPlugin("hub-dashboard", (instance) => mountDashboard(instance, dashboard, log)));
+  if (expressApp && expressAdapter) {
+    await app.register(rootPlugin("hub-express", (instance) => expressAdapter.mountExpressApp(instance, expressApp.app, server.stats, identityLimiter.poolFor)));
+  }
+  return app;
+}
+
+/** Listen, then stop on SIGINT/SIGTERM unless the options say the caller handles signals. */
+async function listen(app: FastifyInstance, server: ServerState, options: ServerOptions, config: HubConfig): Promise<Omit<RunningServer, "superuserDatabaseUrl">> {
+  const { log } = server;
+  await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG }).catch((error: unknown) => {
+    throw listenFailed(error, config.port, config.host, options.port !== undefined);
+  });
+  const address = app.server.address();
+  const port = typeof address === "object" && address ? address.port : config.port;
+  const displayHost = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host.includes(":") ? `[${config.host}]` : config.host;
+  const url = `http://${displayHost}:${port}`;
+  if (config.playground && config.nodeEnv === "production") {
+    log.warn("the playground is on in production: anyone can create players and sessions with hubCreatePlaygroundSession (HUB_PLAYGROUND=off or playground: false turns it off)");
+  }
+  log.info({ url: `${url}/graphql`, dataDir: config.databaseUrl ? undefined : config.dataDir }, `hub listening on ${url}/graphql`);
+
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= (async () => {
+      log.info("stopping: closing HTTP, then the database pools");
+      await closeWithin(app, options.shutdownTimeoutMs ?? 10_000, log);
+      log.info("stopped");
+      // Only now: a second Ctrl-C while stopping must reach onSignal (which
+      // exits through process.exit, whose hook stops the embedded Postgres),
+      // not Node's default action, which kills the process on the spot.
+      removeSignalHandlers();
+    })();
+    return stopping;
+  };
+  const removeSignalHandlers = options.handleSignals === false ? () => undefined : stopOnSignals(stop, log);
+  return { port, url, stop };
+}
+
+/** SIGINT and SIGTERM stop the server, then exit; a second signal while stopping exits at once. The function removes the handlers. */
+function stopOnSignals(stop: () => Promise<void>, log: Logger): () => void {
+  let signalled = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (signalled) {
+      log.warn({ signal }, "second signal: exiting now");
+      process.exit(1);
+    }
+    signalled = true;
+    log.info({ signal }, "received signal");
+    void stop().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        log.error({ err: error }, "error while stopping");
         process.exit(1);
-      }
-      log.info({ signal }, "received signal");
-      void stop().then(
-        () => process.exit(0),
-        (error: unknown) => {
-          log.error({ err: error }, "error while stopping");
-          process.exit(1);
-        },
-      );
-    };
-    const removeSignalHandlers = () => {
-      process.removeListener("SIGINT", onSignal);
-      process.removeListener("SIGTERM", onSignal);
-    };
-    if (options.handleSignals !== false) {
-      process.on("SIGINT", onSignal);
-      process.on("SIGTERM", onSignal);
-    }
+      },
+    );
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  return () => {
+    process.removeListener("SIGINT", onSignal);
+    process.removeListener("SIGTERM", onSignal);
+  };
+}
 
-    callback?.({ port });
-    return { port, url, superuserDatabaseUrl: urls.superuserDatabaseUrl, stop };
+export function startAndListen(rawOptions?: ServerOptions, callback?: (info: { port: number }) => void): Promise<RunningServer> {
+  return startServer(rawOptions, callback);
+}
+
+/**
+ * startAndListen, with what `node dist/server.js` adds: the embedded Postgres
+ * it started before loading the heavy modules. Each call makes its own server
+ * state (src/server-state.ts): nothing here is shared with another server.
+ */
+export async function startServer(
+  rawOptions: ServerOptions | undefined,
+  callback?: (info: { port: number }) => void,
+  extra: { prewarmed?: PrewarmedDatabase | undefined } = {},
+): Promise<RunningServer> {
+  const options = validateOptions(rawOptions);
+  // The environment, overridden by the options: one set of rules and messages for both.
+  const config = readConfig(process.env, options as Record<string, unknown>);
+  const log = createLogger({ level: config.logLevel, pretty: config.logPretty ?? (config.nodeEnv === "development" && process.stdout.isTTY === true) });
+  const server = createServerState({ log, transfers: resolveTransferOptions(options.transfers) });
+  serverStarted(server);
+  const core: Core = {};
+  let app: FastifyInstance | undefined;
+  try {
+    const pools = await openDatabaseSide(server, core, options, config, extra.prewarmed);
+    const graphql = openGraphQLSide(server, core, pools, options, config);
+    app = await createHttpSide(server, core, graphql, options, config);
+    const running = await listen(app, server, options, config);
+    callback?.({ port: running.port });
+    return { ...running, superuserDatabaseUrl: core.db!.superuserUrl, [SERVER_STATE]: server } as RunningServer;
   } catch (error) {
-    await unwind(cleanup, log);
-    throw startupError(error, opened);
+    // Fastify, once there, runs the hooks of whatever was mounted; closeCore runs once either way.
+    if (app) await app.close().catch((closeError: unknown) => log.warn({ err: closeError }, "error while releasing resources"));
+    await closeCore(core, server);
+    throw startupError(error, core.db);
   }
 }

@@ -23,6 +23,7 @@
  *             the logger as `logger` or `quietlogger` by LOG_LEVEL, as in the hub)
  */
 import "../lib/child-prelude.js";
+import "../../dist/src/bin/process-setup.js"; // the tuning node dist/server.js applies
 import "../../dist/src/prelude.js";
 import type { AddressInfo } from "node:net";
 import { randomUUID } from "node:crypto";

@@ -21,6 +21,7 @@
  * user's middleware instead, to show what that ordering is worth.
  */
 import "../lib/child-prelude.js";
+import "../../dist/src/bin/process-setup.js"; // the tuning node dist/server.js applies
 import "../../dist/src/prelude.js";
 import http from "node:http";
 import type { AddressInfo } from "node:net";

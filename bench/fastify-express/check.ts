@@ -17,6 +17,7 @@
  * Prints what it saw and exits 1 if either fact no longer holds (a new
  * `@fastify/express` may change them: then the README's reasons need another look).
  */
+import "../../dist/src/bin/process-setup.js"; // the tuning node dist/server.js applies
 import "../../dist/src/prelude.js";
 import type { AddressInfo } from "node:net";
 import Fastify, { type FastifyInstance } from "fastify";

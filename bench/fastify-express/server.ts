@@ -19,6 +19,7 @@
  * prototypes (bench/fastify-express/check.ts shows it).
  */
 import "../lib/child-prelude.js";
+import "../../dist/src/bin/process-setup.js"; // the tuning node dist/server.js applies
 import "../../dist/src/prelude.js";
 import type { AddressInfo } from "node:net";
 import fastifyExpress from "@fastify/express";

@@ -4,6 +4,7 @@
  * the embedded Postgres in BENCH_DATA_DIR that the baseline then attaches to.
  */
 import "../lib/child-prelude.js";
+import "../../dist/src/bin/process-setup.js"; // the tuning node dist/server.js applies
 import { startAndListen } from "@hubpkg/hub";
 import { benchConfigureApp, demoExtraPgSchemas, demoPlugins, referenceMigrationsPath } from "../lib/demo.js";
 import { serveBench } from "../lib/child.js";

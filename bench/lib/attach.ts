@@ -7,8 +7,10 @@
 import { postgraphile } from "postgraphile";
 import { readConfig } from "../../dist/src/config.js";
 import { endPool, openDatabase } from "../../dist/src/db/database.js";
-import { openPools, setSuperuserPool } from "../../dist/src/db/pools.js";
-import { createLogger, setLogger } from "../../dist/src/logger.js";
+import { openPools } from "../../dist/src/db/pools.js";
+import { createLogger } from "../../dist/src/logger.js";
+import { createServerState } from "../../dist/src/create-server-state.js";
+import { serverStarted, serverStopped } from "../../dist/src/server-state.js";
 import { demoPreset } from "./demo-preset.js";
 
 export async function attachToBenchDatabase(options: { graphqlPipeline?: boolean } = {}) {
@@ -16,15 +18,18 @@ export async function attachToBenchDatabase(options: { graphqlPipeline?: boolean
   if (!dataDir) throw new Error("BENCH_DATA_DIR is not set");
   const config = { ...readConfig(), dataDir };
   const log = createLogger({ level: config.logLevel, pretty: false });
-  setLogger(log);
+  // A server's state, as startAndListen makes one: the façades (logger, superuserPool) follow it.
+  const server = createServerState({ log });
+  serverStarted(server);
   const db = await openDatabase(config, log);
   const pools = await openPools({ databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl }, log, options);
-  setSuperuserPool(pools.superuser);
-  const pgl = postgraphile(demoPreset(config, pools, log));
+  server.pools = pools;
+  const pgl = postgraphile(demoPreset(config, pools, log, server));
   const { schema } = await pgl.getSchemaResult();
   /** Release the schema, the pools and the attachment (the Postgres keeps running). */
   const close = async () => {
     await pgl.release();
+    serverStopped(server);
     await Promise.all([endPool(pools.graphql), endPool(pools.superuser), endPool(pools.credentials)]);
     await db.close();
   };

@@ -9,13 +9,14 @@ import { DEFAULT_QUERY_LIMITS } from "../../dist/src/graphql/query-limits.js";
 import { HubPlaygroundPlugin } from "../../dist/src/graphql/sessions.js";
 import type { HubPools } from "../../dist/src/db/pools.js";
 import type { Logger } from "../../dist/src/logger.js";
+import type { ServerState } from "../../dist/src/server-state.js";
 import { grafservRequestInfo } from "../../dist/adapters/grafserv.js";
 import { demoExtraPgSchemas, demoPlugins } from "./demo.js";
 
 /** As the hub. */
 export const MAX_BODY = 1024 * 1024;
 
-export function demoPreset(config: ReturnType<typeof readConfig>, pools: HubPools, log: Logger): GraphileConfig.Preset {
+export function demoPreset(config: ReturnType<typeof readConfig>, pools: HubPools, log: Logger, server?: ServerState): GraphileConfig.Preset {
   return makePreset({
     plugins: [...demoPlugins, ...(config.playground ? [HubPlaygroundPlugin] : [])],
     extraPgSchemas: demoExtraPgSchemas,
@@ -29,5 +30,6 @@ export function demoPreset(config: ReturnType<typeof readConfig>, pools: HubPool
     maxRequestLength: MAX_BODY,
     limits: { ...DEFAULT_QUERY_LIMITS, introspection: config.introspection },
     statementTimeoutMs: 10_000,
+    ...(server ? { server } : {}),
   });
 }

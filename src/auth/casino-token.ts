@@ -5,6 +5,7 @@ import type { JWTPayload, JWTVerifyGetKey, CryptoKey } from "jose";
 const loadJose = () => import("jose");
 import type pg from "pg";
 import { ErrorCode } from "../errors.js";
+import { LRUCache } from "lru-cache";
 import { recordJwkSet } from "./jwk-sets.js";
 
 /**
@@ -52,15 +53,32 @@ export interface VerifiedPlayer {
   experienceName: string;
 }
 
-const remoteSets = new Map<string, JWTVerifyGetKey>();
+/**
+ * One server's casino keys: a JWKS fetcher per URL (each keeps the set it
+ * fetched and its cool-down, so a verification does not fetch every time), and
+ * per casino the set last recorded in hub.jwk_set. Both bounded: the URLs are
+ * whatever operators registered, and a server may serve many casinos.
+ */
+export interface CasinoKeys {
+  readonly remoteSets: LRUCache<string, JWTVerifyGetKey>;
+  /** Casino id → the JSON text of the set last recorded for it (src/auth/jwk-sets.ts). */
+  readonly recorded: LRUCache<string, string>;
+}
 
-async function keyFor(auth: CasinoAuth): Promise<JWTVerifyGetKey | ((header: { alg?: string }) => Promise<CryptoKey | Uint8Array>)> {
+/** Most JWKS URLs (and casinos' recorded sets) a server keeps; beyond, the least recently used is fetched again when next needed. */
+export const MAX_CASINO_KEY_SETS = 1000;
+
+export function createCasinoKeys(max = MAX_CASINO_KEY_SETS): CasinoKeys {
+  return { remoteSets: new LRUCache({ max }), recorded: new LRUCache({ max }) };
+}
+
+async function keyFor(auth: CasinoAuth, keys: CasinoKeys): Promise<JWTVerifyGetKey | ((header: { alg?: string }) => Promise<CryptoKey | Uint8Array>)> {
   const { createRemoteJWKSet, importJWK, importSPKI } = await loadJose();
   if (auth.jwks_url) {
-    let set = remoteSets.get(auth.jwks_url);
+    let set = keys.remoteSets.get(auth.jwks_url);
     if (!set) {
       set = createRemoteJWKSet(new URL(auth.jwks_url), { timeoutDuration: 3000, cooldownDuration: 30_000 });
-      remoteSets.set(auth.jwks_url, set);
+      keys.remoteSets.set(auth.jwks_url, set);
     }
     return set;
   }
@@ -114,7 +132,13 @@ function claimString(payload: JWTPayload, names: string[]): string | undefined {
  * names the player; `experience` names the experience (default "default");
  * `exp` is required; `iss`/`aud` are checked when the casino has them set.
  */
-export async function verifyCasinoToken(pool: Pick<pg.Pool, "query">, casinoId: string, token: string): Promise<VerifiedPlayer> {
+export async function verifyCasinoToken(
+  pool: Pick<pg.Pool, "query">,
+  casinoId: string,
+  token: string,
+  /** The verifying server's (src/server-state.ts); without, fresh ones that keep nothing. */
+  keys: CasinoKeys = createCasinoKeys(1),
+): Promise<VerifiedPlayer> {
   const { rows } = await pool.query<CasinoAuth & { exists: boolean }>(
     `select c.id is not null as exists, a.casino_id, a.public_key, a.jwks_url, a.issuer, a.audience
        from hub.casino c left join hub_secret.casino_auth a on a.casino_id = c.id
@@ -128,7 +152,7 @@ export async function verifyCasinoToken(pool: Pick<pg.Pool, "query">, casinoId: 
   }
   const { errors, jwtVerify } = await loadJose();
   let payload: JWTPayload;
-  const key = await keyFor(auth);
+  const key = await keyFor(auth, keys);
   try {
     ({ payload } = await jwtVerify(token, key as JWTVerifyGetKey, {
       algorithms: ALLOWED_ALGORITHMS,
@@ -153,7 +177,7 @@ export async function verifyCasinoToken(pool: Pick<pg.Pool, "query">, casinoId: 
     throw new CasinoTokenError(ErrorCode.USER_TOKEN_MALFORMED, `The user token is not a valid signed JWT (${reason}).`);
   }
   // The set that verified the token, kept for operators (hub.jwk_set, hub.jwk_set_snapshot).
-  if (auth.jwks_url) await recordJwkSet(pool, casinoId, (key as { jwks?: () => unknown }).jwks?.());
+  if (auth.jwks_url) await recordJwkSet(pool, casinoId, (key as { jwks?: () => unknown }).jwks?.(), keys.recorded);
   const uname = claimString(payload, ["uname", "username", "sub"]);
   if (!uname || uname.length > 200) {
     throw new CasinoTokenError(ErrorCode.USER_TOKEN_CLAIM, 'The user token names no player: expected a "uname" (or "username" or "sub") claim of 1 to 200 characters.');

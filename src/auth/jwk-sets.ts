@@ -3,16 +3,21 @@ import type pg from "pg";
 /**
  * The token keys a casino's JWKS URL served, kept for operators: hub.jwk_set
  * holds the latest set, hub.jwk_set_snapshot one row per distinct set that
- * verified a token. Each process writes only when the set differs from the
- * one it last recorded for the casino, so a verification costs no extra
- * round trip while the casino's keys stay the same.
+ * verified a token. Each server writes only when the set differs from the
+ * one it last recorded for the casino (`lastRecorded`, its own: CasinoKeys in
+ * src/auth/casino-token.ts), so a verification costs no extra round trip
+ * while the casino's keys stay the same. Without `lastRecorded` it always
+ * writes, which changes nothing when the set is already there.
  */
-const lastRecorded = new Map<string, string>();
-
-export async function recordJwkSet(pool: Pick<pg.Pool, "query">, casinoId: string, jwks: unknown): Promise<void> {
+export async function recordJwkSet(
+  pool: Pick<pg.Pool, "query">,
+  casinoId: string,
+  jwks: unknown,
+  lastRecorded?: { get(casinoId: string): string | undefined; set(casinoId: string, text: string): unknown },
+): Promise<void> {
   if (!jwks || typeof jwks !== "object") return;
   const text = JSON.stringify(jwks);
-  if (lastRecorded.get(casinoId) === text) return;
+  if (lastRecorded?.get(casinoId) === text) return;
   await pool.query(
     `with changed as (
        insert into hub.jwk_set as s (casino_id, jwks) values ($1, $2::jsonb)
@@ -24,5 +29,5 @@ export async function recordJwkSet(pool: Pick<pg.Pool, "query">, casinoId: strin
       where not exists (select 1 from hub.jwk_set_snapshot p where p.casino_id = $1 and p.jwks = $2::jsonb)`,
     [casinoId, text],
   );
-  lastRecorded.set(casinoId, text);
+  lastRecorded?.set(casinoId, text);
 }

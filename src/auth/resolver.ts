@@ -1,3 +1,4 @@
+import { LRUCache } from "lru-cache";
 import type pg from "pg";
 import { digest, unsealClientId } from "./credentials.js";
 import type { DbUser } from "../db/types.js";
@@ -27,9 +28,9 @@ import * as parse from "../parse.js";
  *  - a session's expired_at is honoured exactly: a cached session is refused
  *    from the instant it expires, whatever is left of the cache entry;
  *  - a flood of unknown credentials costs at most one query per distinct
- *    credential per TTL. Negative answers live in their own map, so such a
+ *    credential per TTL. Negative answers live in their own cache, so such a
  *    flood evicts only other negative answers, never valid identities; each
- *    map holds at most maxEntries (oldest evicted first).
+ *    cache holds at most maxEntries (least recently used evicted first).
  * Concurrent lookups of one uncached credential share a single query.
  *
  * `pool` should be the superuser pool: the lookups read token digests, which
@@ -54,24 +55,6 @@ export interface IdentityResolver {
   stillValid(identities: Iterable<Identity>): Promise<Set<string>>;
 }
 
-/**
- * Every resolver of this process, so code that revokes a session (hubLogout,
- * which sees only its GraphQL context) can drop it from the caches here
- * before answering. Session ids are UUIDs, unique across databases, so
- * telling a resolver of another hub is harmless. Weak references: a resolver
- * of a stopped server is not kept alive by this.
- */
-const liveResolvers = new Set<WeakRef<IdentityResolver>>();
-
-/** Drop a revoked session from the cache of every identity resolver of this process. */
-export function forgetSessionLocally(sessionId: string): void {
-  for (const ref of liveResolvers) {
-    const resolver = ref.deref();
-    if (resolver) resolver.forgetSession(sessionId);
-    else liveResolvers.delete(ref);
-  }
-}
-
 export interface IdentityResolverOptions {
   /** How long an answer is reused, in ms (default 1000; 0 disables the cache). */
   cacheTtlMs?: number | undefined;
@@ -84,11 +67,8 @@ type Found =
   | { kind: "user"; user: DbUser; session: UserIdentity["session"]; clientIdSealed: Buffer | null; clientIdDigest: Buffer | null }
   | { kind: "operator"; apiKeyId: string };
 
-interface Entry {
-  found: Found | undefined;
-  /** Date.now() after which the entry is stale. */
-  staleAt: number;
-}
+/** What a lookup found, undefined for "no such credential" (wrapped: lru-cache stores no undefined). */
+type Entry = { found: Found | undefined };
 
 /**
  * The one rule of a valid credential, for the lookup of a header and the
@@ -143,8 +123,10 @@ function checkOptions(options: IdentityResolverOptions): { ttl: number; max: num
 
 export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverOptions = {}): IdentityResolver {
   const { ttl, max } = checkOptions(options);
-  const valid = new Map<string, Entry>();
-  const invalid = new Map<string, Entry>();
+  // Each answer expires ttl after it was stored; no cache at all when either is 0.
+  const caching = ttl > 0 && max > 0;
+  const valid = caching ? new LRUCache<string, Entry>({ max, ttl }) : undefined;
+  const invalid = caching ? new LRUCache<string, Entry>({ max, ttl }) : undefined;
   const inFlight = new Map<string, Promise<Found | undefined>>();
   // Bumped by clear(): a lookup that started before must not refill the cache
   // with what may be a revoked credential.
@@ -169,24 +151,11 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
   }
 
   function remember(cacheKey: string, found: Found | undefined): void {
-    if (ttl === 0 || max === 0) return;
-    const map = found ? valid : invalid;
-    map.delete(cacheKey); // re-inserting moves it to the end of the eviction order
-    map.set(cacheKey, { found, staleAt: Date.now() + ttl });
-    while (map.size > max) {
-      const oldest = map.keys().next().value as string;
-      map.delete(oldest);
-    }
+    (found ? valid : invalid)?.set(cacheKey, { found });
   }
 
   function cached(cacheKey: string): Entry | undefined {
-    for (const map of [valid, invalid]) {
-      const entry = map.get(cacheKey);
-      if (!entry) continue;
-      if (Date.now() < entry.staleAt) return entry;
-      map.delete(cacheKey);
-    }
-    return undefined;
+    return valid?.get(cacheKey) ?? invalid?.get(cacheKey);
   }
 
   /** A fresh object per call, so no caller can alter what another one sees. */
@@ -229,8 +198,8 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
     },
     clear() {
       generation++;
-      valid.clear();
-      invalid.clear();
+      valid?.clear();
+      invalid?.clear();
       inFlight.clear();
     },
     async stillValid(identities) {
@@ -246,11 +215,10 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
       // revoked: it must neither fill the cache nor be joined by new requests.
       generation++;
       inFlight.clear();
-      for (const [cacheKey, entry] of valid) {
-        if (entry.found?.kind === "user" && entry.found.session.id === sessionId) valid.delete(cacheKey);
-      }
+      if (!valid) return;
+      const stale = [...valid.entries()].filter(([, entry]) => entry.found?.kind === "user" && entry.found.session.id === sessionId);
+      for (const [cacheKey] of stale) valid.delete(cacheKey);
     },
   };
-  liveResolvers.add(new WeakRef(resolver));
   return resolver;
 }

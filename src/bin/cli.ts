@@ -9,6 +9,7 @@
  * in ./cli/grammar.ts, what each command does in ./cli/commands.ts; this is
  * the process around them: configuration, database, signals, exit code.
  */
+import "./graphile-env.js";
 import "../prelude.js";
 import pg from "pg";
 import { readConfig, redactUrl, type LogLevel } from "../config.js";

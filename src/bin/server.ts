@@ -2,9 +2,10 @@
  * `node dist/server.js`: the stock server, started on import with the options
  * the environment picks (environment-options.ts: HUB_CONFIG, HUB_EXAMPLES).
  */
+import "./process-setup.js";
 import "../prelude.js";
 import { readConfig } from "../config.js";
-import { discardPrewarmed, prewarmDatabase } from "../db/database.js";
+import { prewarmDatabase, type PrewarmedDatabase } from "../db/database.js";
 import { createLogger } from "../logger.js";
 import { HubError } from "../errors.js";
 import { optionsFromEnvironment } from "./environment-options.js";
@@ -22,21 +23,23 @@ try {
 }
 
 // Postgres boots in its own process while the heavy modules below load.
+let prewarmed: PrewarmedDatabase | undefined;
 try {
   const config = readConfig();
+  prewarmed = prewarmDatabase(config, createLogger({ level: config.logLevel, pretty: false }));
   // Until Postgres runs on its own (a few ms; bounded in case the steps before the spawn hang).
-  await Promise.race([prewarmDatabase(config, createLogger({ level: config.logLevel, pretty: false })), new Promise((r) => setTimeout(r, 300).unref())]);
+  if (prewarmed) await Promise.race([prewarmed.spawned, new Promise((r) => setTimeout(r, 300).unref())]);
 } catch {
   // A configuration error: startAndListen reports it with its message.
 }
-const { startAndListen } = await import("../start.js");
+const { startServer } = await import("../start.js");
 
 try {
-  await startAndListen(await optionsFromEnvironment());
+  await startServer(await optionsFromEnvironment(), undefined, { prewarmed });
 } catch (error) {
   // A Postgres started early and never adopted (the options failed first) must
   // not outlive us: an initdb still writing into the data dir, or a postmaster.
-  await discardPrewarmed().catch(() => undefined);
+  await prewarmed?.discard().catch(() => undefined);
   if (error instanceof HubError) {
     process.stderr.write(`hub: ${error.message} [${error.code}]\n`);
   } else {

@@ -27,11 +27,6 @@ export async function openDatabase(
   log: Logger,
   onSpawned?: () => void,
 ): Promise<OpenedDatabase> {
-  const early = config.databaseUrl ? undefined : prewarmed.get(config.dataDir);
-  if (early) {
-    prewarmed.delete(config.dataDir);
-    return early;
-  }
   if (config.databaseUrl && config.superuserDatabaseUrl) {
     return {
       superuserUrl: config.superuserDatabaseUrl,
@@ -69,35 +64,50 @@ export async function endPool(pool: pg.Pool, timeoutMs = 5000): Promise<void> {
 }
 
 type DatabaseConfig = Pick<HubConfig, "databaseUrl" | "superuserDatabaseUrl" | "dataDir" | "nodeEnv">;
-const prewarmed = new Map<string, Promise<OpenedDatabase>>();
+
+/** An embedded Postgres started ahead of the server that will use it (prewarmDatabase). */
+export interface PrewarmedDatabase {
+  /** Resolves once Postgres (or initdb) runs as its own process. */
+  spawned: Promise<void>;
+  /** The database, for a server whose configuration asks for this data dir; undefined otherwise. Once only. */
+  adopt(config: DatabaseConfig): Promise<OpenedDatabase> | undefined;
+  /** Stop it unless it was adopted (e.g. the options chose another data dir, or the start failed first). */
+  discard(): Promise<void>;
+}
 
 /**
  * Start the embedded Postgres now, before the heavy modules (graphql,
  * PostGraphile, Fastify, Express: a large part of the start-up) are imported: Postgres
- * boots in its own process meanwhile, and the next openDatabase() for the
- * same data dir adopts it. `node dist/server.js` calls this first thing.
+ * boots in its own process meanwhile, and the server given the handle adopts
+ * it. `node dist/server.js` calls this first thing. Undefined when the
+ * configuration names a database by URL.
  *
- * The returned promise resolves once Postgres (or initdb) runs as its own
- * process: await it before the heavy imports. The steps up to the spawn are
+ * Await `spawned` before the heavy imports. The steps up to the spawn are
  * asynchronous and the imports block the event loop, so otherwise Postgres
  * would be spawned only after them and the two waits would add up instead of
  * overlapping (bench/README.md has the timings).
  */
-export function prewarmDatabase(config: DatabaseConfig, log: Logger): Promise<void> {
-  if (config.databaseUrl || prewarmed.has(config.dataDir)) return Promise.resolve();
-  let spawned!: () => void;
-  const running = new Promise<void>((resolve) => (spawned = resolve));
-  const pending = openDatabase(config, log, spawned);
-  pending.then(spawned, spawned); // an error is reported when adopted
-  prewarmed.set(config.dataDir, pending);
-  return running;
-}
-
-/** Stop what was prewarmed and not adopted (e.g. options chose another data dir). */
-export async function discardPrewarmed(): Promise<void> {
-  const pending = [...prewarmed.values()];
-  prewarmed.clear();
-  await Promise.all(pending.map((p) => p.then((db) => db.close(), () => undefined)));
+export function prewarmDatabase(config: DatabaseConfig, log: Logger): PrewarmedDatabase | undefined {
+  if (config.databaseUrl) return undefined;
+  let spawnedNow!: () => void;
+  const spawned = new Promise<void>((resolve) => (spawnedNow = resolve));
+  let pending: Promise<OpenedDatabase> | undefined = openDatabase(config, log, spawnedNow);
+  pending.then(spawnedNow, spawnedNow); // an error is reported when adopted
+  const dataDir = config.dataDir;
+  return {
+    spawned,
+    adopt(wanted) {
+      if (!pending || wanted.databaseUrl || wanted.dataDir !== dataDir) return undefined;
+      const adopted = pending;
+      pending = undefined;
+      return adopted;
+    },
+    async discard() {
+      const left = pending;
+      pending = undefined;
+      await left?.then((db) => db.close(), () => undefined);
+    },
+  };
 }
 
 /**

@@ -1,5 +1,5 @@
 import createDebug from "debug";
-import { PgExecutor, type WithPgClient } from "postgraphile/@dataplan/pg";
+import type { PgExecutor, WithPgClient } from "postgraphile/@dataplan/pg";
 
 /**
  * Callbacks known to send exactly one statement and nothing after it. Knowing
@@ -39,30 +39,33 @@ type ExecutorCache = { reset(): void } | undefined;
  * unmarked and keeps the general path, which sends the commit only once the
  * callback is done.
  *
+ * The two methods are replaced on the executor objects of one schema's
+ * registry (one server's), never on PgExecutor's prototype: another schema in
+ * the process, the hub's or not, keeps @dataplan/pg's own.
+ *
  * With DEBUG naming @dataplan/pg:PgExecutor:explain, the executor sends an
  * EXPLAIN after the statement, so the routing is off while that is enabled.
  * If a later @dataplan/pg renames either method, start-up fails here rather
  * than silently losing the routing; the versions are pinned.
  */
 const explainDebug = createDebug("@dataplan/pg:PgExecutor:explain");
-let routed = false;
 
-export function routeOneStatementCalls(): void {
-  if (routed) return;
-  const prototype = PgExecutor.prototype as unknown as { _execute: Execute; executeMutation: ExecuteMutation };
-  const execute = prototype._execute;
-  const executeMutation = prototype.executeMutation;
+export function routeOneStatementCalls(executor: PgExecutor): void {
+  const own = executor as unknown as { _execute: Execute; executeMutation: ExecuteMutation };
+  if (Object.hasOwn(own, "_execute")) return;
+  const execute = own._execute;
+  const executeMutation = own.executeMutation;
   if (typeof execute !== "function" || typeof executeMutation !== "function") {
     throw new Error("@dataplan/pg's PgExecutor no longer has _execute and executeMutation; src/db/one-statement-executor.ts must follow the new version.");
   }
   // Each is handed a context of its own with the marking withPgClient: a plain
   // object of the two fields they read, cheaper than one inheriting from the
   // request's context.
-  prototype._execute = function (context, ...rest) {
+  own._execute = function (context, ...rest) {
     if (explainDebug.enabled) return execute.call(this, context, ...rest);
     return execute.call(this, marking(context), ...rest);
   };
-  prototype.executeMutation = async function (options) {
+  own.executeMutation = async function (options) {
     if (explainDebug.enabled) return executeMutation.call(this, options);
     const result = await executeMutation.call(this, { ...options, context: marking(options.context) });
     // What the original does after a mutation, on the request's own context:
@@ -70,8 +73,21 @@ export function routeOneStatementCalls(): void {
     (options.context as unknown as Record<symbol, ExecutorCache>)[(this as unknown as { $$cache: symbol }).$$cache]?.reset();
     return result;
   };
-  routed = true;
 }
+
+/** Routes the executors of the schema being built (the registry is the build's own). */
+export const OneStatementRoutingPlugin: GraphileConfig.Plugin = {
+  name: "HubOneStatementRoutingPlugin",
+  version: "0.0.0",
+  schema: {
+    hooks: {
+      build(build) {
+        for (const executor of Object.values(build.input.pgRegistry.pgExecutors)) routeOneStatementCalls(executor as PgExecutor);
+        return build;
+      },
+    },
+  },
+};
 
 function marking(context: ExecutorContext): ExecutorContext {
   const withPgClient = context.withPgClient;

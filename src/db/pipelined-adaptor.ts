@@ -7,7 +7,7 @@ import {
   type PgAdaptorSettings,
 } from "postgraphile/adaptors/pg";
 import type { PgClient, WithPgClient } from "postgraphile/@dataplan/pg";
-import { isOneStatement, routeOneStatementCalls } from "./one-statement-executor.js";
+import { isOneStatement } from "./one-statement-executor.js";
 
 /**
  * The GraphQL pool's `withPgClient`, with the transaction prologue pipelined.
@@ -207,10 +207,10 @@ function inTransaction(client: pg.PoolClient, already: boolean): WithPgClient {
 
 /**
  * makePgService with the pipelined withPgClient for the pool (see above) and
- * the stock one for the superuser pool. The pool must be in pipeline mode.
+ * the stock one for the superuser pool. The pool must be in pipeline mode; the
+ * preset adds OneStatementRoutingPlugin (src/db/one-statement-executor.ts) with it.
  */
 export function makePipelinedPgService(options: Parameters<typeof makePgService>[0] & { pool: pg.Pool }): ReturnType<typeof makePgService> {
-  routeOneStatementCalls();
   const service = makePgService(options);
   const stock = service.adaptor;
   service.adaptor = {

@@ -4,6 +4,7 @@ import type { Logger } from "../logger.js";
 import { redactUrl } from "../config.js";
 import { forwardingProxy } from "../forwarding-proxy.js";
 import { codePoolSaturation } from "./error-class.js";
+import { currentServer } from "../server-state.js";
 
 export interface HubPools {
   /** Connects as the authenticator; every GraphQL request switches to app_postgraphile. */
@@ -154,24 +155,16 @@ export async function withPgPoolTransaction<T>(pool: pg.Pool, fn: (pgClient: pg.
 /** Whether withPgClientTransaction has a transaction open on this client. */
 export const isInClientTransaction = (pgClient: pg.ClientBase): boolean => inTransaction.has(pgClient);
 
-let currentSuperuserPool: pg.Pool | undefined;
-
-export function setSuperuserPool(pool: pg.Pool): void {
-  currentSuperuserPool = pool;
-}
-
-/** Forget the pool only if it is still this server's: another server in the process may have started since. */
-export function clearSuperuserPool(pool: pg.Pool): void {
-  if (currentSuperuserPool === pool) currentSuperuserPool = undefined;
-}
-
 /**
  * `superuserPool` as exported from `@hubpkg/hub/db`: a stable object a plugin
- * module can import before the server starts; it forwards to the running
- * server's pool and says so clearly when used too early.
+ * module can import before the server starts; it forwards to the superuser
+ * pool of the server started last that is still running (src/server-state.ts;
+ * with several servers in one process, use `context.superuserPool` or
+ * `req.superuserPool`, which are always the request's own server's), and says
+ * so clearly when used before any server has opened its pools.
  */
 export const superuserPool: pg.Pool = forwardingProxy(
-  () => currentSuperuserPool,
+  () => currentServer((server) => server.pools !== undefined)?.pools?.superuser,
   (prop) => {
     if (prop === "then") return undefined; // not a thenable
     throw new HubError(

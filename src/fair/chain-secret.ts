@@ -7,7 +7,7 @@
  * 51,168 bytes plus the 32-byte seed). h(i) is then at most k - 1 hashes away
  * from the checkpoint below it. The first derivation in a segment
  * [j·k, (j+1)·k) computes the whole segment once (at most 624 SHA-256, about
- * 0.8 ms) and keeps it in a per-process cache; bets walk a chain downwards,
+ * 0.8 ms) and keeps it in its server's cache; bets walk a chain downwards,
  * so the next k - 1 bets of that chain find their hash there: about one
  * SHA-256 per bet amortised. The checkpoints determine the chain, so every hub
  * process sharing the database derives the same hashes, whatever its cache
@@ -15,21 +15,23 @@
  *
  * Creating a chain costs N hashes once (1.3 s for N = 1,000,000 on one core
  * of the development machine). Long chains are computed on a worker thread
- * (at most two at once, shared fairly between players), so the event loop and its core keep serving
+ * (at most two at once per server, shared fairly between players), so the event loop and its core keep serving
  * requests; short ones, where starting a worker would cost more, in chunks
  * that yield to the event loop.
  */
 import { randomBytes, createHash } from "node:crypto";
 import { Worker } from "node:worker_threads";
+import { LRUCache } from "lru-cache";
 import type pg from "pg";
 import { superuserPool } from "../db/pools.js";
+import { currentServer } from "../server-state.js";
 
 type Queryable = Pick<pg.ClientBase, "query">;
 
 export const CHECKPOINT_INTERVAL = 625;
 /** Hashes computed between two yields to the event loop while a chain is created (a few ms). */
 const CHUNK = 4096;
-/** Segments kept per process: 256 × 625 × 32 bytes = 5 MiB at most. */
+/** Segments kept per server: 256 × 625 × 32 bytes = 5 MiB at most. */
 const CACHE_SEGMENTS = 256;
 
 export interface NewChainSecret {
@@ -80,23 +82,63 @@ async function chunkedChain(seed: Buffer, maxIteration: number, k: number): Prom
  * chain waits in.
  */
 export const MAX_CHAIN_CREATIONS_PER_PLAYER = 2;
-const creationsInProgress = new Map<string, number>();
+
+interface Segment {
+  maxIteration: number;
+  start: number;
+  /** h(start), h(start + 1), … concatenated. */
+  hashes: Buffer;
+}
 
 /**
- * Count one creation of this player's in progress: the function to call once
- * it is over, or undefined when the player already has its share.
+ * One server's hash-chain work: the creations in progress per player, the
+ * line for the worker threads, and the cache of derived segments. Each
+ * computation runs on a worker thread of its own, started for it and ended
+ * after it; nothing is shared between servers but the worker's source text.
  */
-export function reserveChainCreation(player: string): (() => void) | undefined {
-  const n = creationsInProgress.get(player) ?? 0;
-  if (n >= MAX_CHAIN_CREATIONS_PER_PLAYER) return undefined;
-  creationsInProgress.set(player, n + 1);
-  let released = false;
-  return () => {
-    if (released) return;
-    released = true;
-    const left = (creationsInProgress.get(player) ?? 1) - 1;
-    if (left > 0) creationsInProgress.set(player, left);
-    else creationsInProgress.delete(player);
+export interface ChainSecrets {
+  /**
+   * Count one creation of this player's in progress: the function to call once
+   * it is over, or undefined when the player already has its share.
+   */
+  reserveCreation(player: string): (() => void) | undefined;
+  /** A fresh random seed, its checkpoints and its terminal hash; `owner` is the line a long chain waits in. */
+  generate(maxIteration: number, seed?: Buffer, owner?: string): Promise<NewChainSecret>;
+  /** Forget a chain's cached segments (once it is revealed). */
+  forget(hashChainId: string): void;
+  intermediateHash(input: IntermediateHashInput): Promise<GetIntermediateHashResult>;
+  /** The derived segments, by `chain id:segment index` (at most CACHE_SEGMENTS). */
+  readonly segments: LRUCache<string, Segment>;
+}
+
+export function createChainSecrets(): ChainSecrets {
+  const creationsInProgress = new Map<string, number>();
+  const workers = createWorkerLines();
+  const segments = new LRUCache<string, Segment>({ max: CACHE_SEGMENTS });
+  return {
+    segments,
+    reserveCreation(player) {
+      const n = creationsInProgress.get(player) ?? 0;
+      if (n >= MAX_CHAIN_CREATIONS_PER_PLAYER) return undefined;
+      creationsInProgress.set(player, n + 1);
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        const left = (creationsInProgress.get(player) ?? 1) - 1;
+        if (left > 0) creationsInProgress.set(player, left);
+        else creationsInProgress.delete(player);
+      };
+    },
+    async generate(maxIteration, seed = randomBytes(32), owner = "") {
+      const k = CHECKPOINT_INTERVAL;
+      const { checkpoints, terminalHash } = maxIteration >= WORKER_THRESHOLD ? await workers.run(seed, maxIteration, k, owner) : await chunkedChain(seed, maxIteration, k);
+      return { seed, checkpointInterval: k, checkpoints, terminalHash };
+    },
+    forget(hashChainId) {
+      for (const key of [...segments.keys()]) if (key.startsWith(`${hashChainId}:`)) segments.delete(key);
+    },
+    intermediateHash: (input) => intermediateHash(input, segments),
   };
 }
 
@@ -107,84 +149,92 @@ export function reserveChainCreation(player: string): (() => void) | undefined {
  * another's wait behind all of them. A Map keeps its keys in insertion
  * order: the player served is moved to the end.
  */
-let workersRunning = 0;
-const workerLines = new Map<string, (() => void)[]>();
+function createWorkerLines() {
+  let workersRunning = 0;
+  const workerLines = new Map<string, (() => void)[]>();
 
-function nextInLine(): void {
-  const first = workerLines.entries().next();
-  if (first.done) return;
-  const [owner, line] = first.value;
-  workerLines.delete(owner);
-  const grant = line.shift()!;
-  if (line.length > 0) workerLines.set(owner, line);
-  grant();
-}
-
-async function workerChain(seed: Buffer, maxIteration: number, k: number, owner: string): Promise<{ checkpoints: Buffer; terminalHash: Buffer }> {
-  if (workersRunning >= MAX_WORKERS) {
-    await new Promise<void>((resolve) => {
-      const line = workerLines.get(owner);
-      if (line) line.push(resolve);
-      else workerLines.set(owner, [resolve]);
-    });
-  } else {
-    workersRunning++;
+  function nextInLine(): void {
+    const first = workerLines.entries().next();
+    if (first.done) return;
+    const [owner, line] = first.value;
+    workerLines.delete(owner);
+    const grant = line.shift()!;
+    if (line.length > 0) workerLines.set(owner, line);
+    grant();
   }
-  try {
-    return await new Promise((resolve, reject) => {
-      const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { seed: new Uint8Array(seed), maxIteration, k } });
-      worker.once("message", (m: { checkpoints: Uint8Array; terminalHash: Uint8Array }) => {
-        resolve({ checkpoints: Buffer.from(m.checkpoints), terminalHash: Buffer.from(m.terminalHash) });
-        void worker.terminate();
+
+  async function run(seed: Buffer, maxIteration: number, k: number, owner: string): Promise<{ checkpoints: Buffer; terminalHash: Buffer }> {
+    if (workersRunning >= MAX_WORKERS) {
+      await new Promise<void>((resolve) => {
+        const line = workerLines.get(owner);
+        if (line) line.push(resolve);
+        else workerLines.set(owner, [resolve]);
       });
-      worker.once("error", reject);
-      worker.once("exit", (code) => reject(new Error(`the hash chain worker exited with code ${code} before answering`)));
-    });
-  } finally {
-    // The worker passes to the next line (workersRunning unchanged), or is freed.
-    if (workerLines.size > 0) nextInLine();
-    else workersRunning--;
+    } else {
+      workersRunning++;
+    }
+    try {
+      return await workerChain(seed, maxIteration, k);
+    } finally {
+      // The worker passes to the next line (workersRunning unchanged), or is freed.
+      if (workerLines.size > 0) nextInLine();
+      else workersRunning--;
+    }
   }
+  return { run };
 }
+
+function workerChain(seed: Buffer, maxIteration: number, k: number): Promise<{ checkpoints: Buffer; terminalHash: Buffer }> {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { seed: new Uint8Array(seed), maxIteration, k } });
+    worker.once("message", (m: { checkpoints: Uint8Array; terminalHash: Uint8Array }) => {
+      resolve({ checkpoints: Buffer.from(m.checkpoints), terminalHash: Buffer.from(m.terminalHash) });
+      void worker.terminate();
+    });
+    worker.once("error", reject);
+    worker.once("exit", (code) => reject(new Error(`the hash chain worker exited with code ${code} before answering`)));
+  });
+}
+
+/**
+ * The chain work of the server the module-level functions below follow (the
+ * one started last, src/server-state.ts); with no server running, a fresh one
+ * for the call, which keeps nothing.
+ */
+const currentChains = (): ChainSecrets => currentServer()?.chains ?? createChainSecrets();
+
+/** reserveCreation of the current server's chain work (see ChainSecrets). */
+export const reserveChainCreation = (player: string) => currentChains().reserveCreation(player);
 
 /**
  * A fresh random seed, its checkpoints and its terminal hash h(maxIteration).
  * `owner` (the player's id) is the line a long chain waits in for a worker.
  */
-export async function generateChainSecret(maxIteration: number, seed: Buffer = randomBytes(32), owner = ""): Promise<NewChainSecret> {
-  const k = CHECKPOINT_INTERVAL;
-  const { checkpoints, terminalHash } = maxIteration >= WORKER_THRESHOLD ? await workerChain(seed, maxIteration, k, owner) : await chunkedChain(seed, maxIteration, k);
-  return { seed, checkpointInterval: k, checkpoints, terminalHash };
-}
+export const generateChainSecret = (maxIteration: number, seed?: Buffer, owner?: string): Promise<NewChainSecret> => currentChains().generate(maxIteration, seed, owner);
 
-interface Segment {
-  maxIteration: number;
-  start: number;
-  /** h(start), h(start + 1), … concatenated. */
-  hashes: Buffer;
-}
-
-const cache = new Map<string, Segment>();
-
-function remember(key: string, segment: Segment): void {
-  cache.delete(key);
-  cache.set(key, segment);
-  if (cache.size > CACHE_SEGMENTS) cache.delete(cache.keys().next().value!);
-}
-
-/** Forget a chain's cached segments (once it is revealed). */
-export function forgetChain(hashChainId: string): void {
-  for (const key of cache.keys()) if (key.startsWith(`${hashChainId}:`)) cache.delete(key);
-}
+/** Forget a chain's cached segments (once it is revealed) in the current server's cache. */
+export const forgetChain = (hashChainId: string): void => currentChains().forget(hashChainId);
 
 export type GetIntermediateHashResult = { type: "success"; hash: Uint8Array } | { type: "error"; reason: string };
+
+interface IntermediateHashInput {
+  hashChainId: string;
+  iteration: number;
+  pgClient?: Queryable;
+}
 
 /**
  * h(iteration) of a chain whose seed the hub holds (an unrevealed chain),
  * for 1 ≤ iteration ≤ maxIteration. Reads the secret on the given client (or
- * the hub's superuser pool) only when the segment is not cached.
+ * the hub's superuser pool) only when the segment is not cached; the cache is
+ * the current server's (src/server-state.ts). The result does not depend on
+ * the cache: the checkpoints determine the chain.
  */
-export async function getIntermediateHash(input: { hashChainId: string; iteration: number; pgClient?: Queryable }): Promise<GetIntermediateHashResult> {
+export function getIntermediateHash(input: IntermediateHashInput): Promise<GetIntermediateHashResult> {
+  return currentChains().intermediateHash(input);
+}
+
+async function intermediateHash(input: IntermediateHashInput, cache: LRUCache<string, Segment>): Promise<GetIntermediateHashResult> {
   const { hashChainId, iteration } = input;
   if (!Number.isSafeInteger(iteration) || iteration < 1) {
     return { type: "error", reason: `iteration must be a whole number of at least 1; received ${iteration}.` };
@@ -219,8 +269,8 @@ export async function getIntermediateHash(input: { hashChainId: string; iteratio
       hash.copy(hashes, i * 32);
     }
     segment = { maxIteration: row.max_iteration, start, hashes };
+    cache.set(key, segment);
   }
-  remember(key, segment);
   if (iteration > segment.maxIteration) {
     return { type: "error", reason: `iteration ${iteration} is beyond the chain's last one, ${segment.maxIteration}.` };
   }

@@ -10,6 +10,8 @@ import type { Identity } from "../auth/identity.js";
 import { requirePlayer } from "./hash-chain-plugin.js";
 import { createSettleGroups } from "./settle-group.js";
 import { createChainQueue } from "./chain-queue.js";
+import { serverOfBuild } from "../server-state.js";
+import type { ChainSecrets } from "./chain-secret.js";
 import { makeOutcomeBet, type CustomGameConfigMap, type MakeOutcomeBetInput, type OutcomeBetConfigMap } from "./outcome-bet.js";
 import { playerRiskLimits } from "./risk.js";
 import { MAX_HASH_CHAIN_LENGTH } from "./db.js";
@@ -120,7 +122,7 @@ const kindTypeDefs = (allKinds: readonly string[]): string => `
       }`;
 
 /** The plans of hubMakeOutcomeBet and its payload; one chain queue and settle groups per server's schema. */
-function outcomeBetObjects(outcomeBetResource: any, outcomeBetConfigs: OutcomeBetConfigMap<string>) {
+function outcomeBetObjects(outcomeBetResource: any, outcomeBetConfigs: OutcomeBetConfigMap<string>, chains: ChainSecrets) {
   // Built once per server's schema: each server queues its own bets per chain.
   const chainQueue = createChainQueue();
   const settleGroups = createSettleGroups();
@@ -141,6 +143,7 @@ function outcomeBetObjects(outcomeBetResource: any, outcomeBetConfigs: OutcomeBe
               outcomeBetConfigs[bet.kind]!,
               chainQueue,
               settleGroups,
+              chains,
             );
           });
         },
@@ -243,7 +246,7 @@ export function HubGameConfigPlugin(options: HubGameConfigOptions): GraphileConf
       // HubBadHashChainError and HubRiskError are always in the schema (game-result-types.ts).
       typeDefs: outcomeTypes || kindTypes ? [gql`${outcomeTypes} ${kindTypes}`] : [],
       objects: {
-        ...(outcomeKinds.length ? outcomeBetObjects(outcomeBetResource, outcomeBetConfigs) : {}),
+        ...(outcomeKinds.length ? outcomeBetObjects(outcomeBetResource, outcomeBetConfigs, serverOfBuild(build).chains) : {}),
         ...(allKinds.length ? riskLimitsObjects(policyOf) : {}),
       },
       unions: outcomeKinds.length ? outcomeBetUnions : {},

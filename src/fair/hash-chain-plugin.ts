@@ -9,7 +9,8 @@ import type { Identity } from "../auth/identity.js";
 import { ErrorCode } from "../errors.js";
 import { clientError } from "../graphql/client-error.js";
 import { dbCreateHubHashChain, dbRevealHubHashChain, DEFAULT_HASH_CHAIN_LENGTH } from "./db.js";
-import { MAX_CHAIN_CREATIONS_PER_PLAYER, reserveChainCreation } from "./chain-secret.js";
+import { MAX_CHAIN_CREATIONS_PER_PLAYER } from "./chain-secret.js";
+import { serverOfBuild } from "../server-state.js";
 
 declare global {
   namespace GraphileBuild {
@@ -28,6 +29,8 @@ export function requirePlayer(identity: Identity | undefined) {
 export const HubHashChainPlugin = extendSchema((build) => {
   const { hub_hash_chain: chainResource, hub_hash: hashResource } = build.input.pgRegistry.pgResources;
   if (!chainResource || !hashResource) throw new Error("HubHashChainPlugin: hub.hash_chain or hub.hash is missing from the schema (is the `hub` schema migrated?)");
+  // This server's creations in progress, worker threads and segment cache.
+  const { chains } = serverOfBuild(build);
   return {
     typeDefs: gql`
       type HubCreateHashChainPayload {
@@ -67,7 +70,7 @@ export const HubHashChainPlugin = extendSchema((build) => {
             const $pool = context().get("superuserPool");
             return sideEffect([$identity, $pool], async ([identity, pool]) => {
               const session = requirePlayer(identity);
-              const release = reserveChainCreation(session.user_id);
+              const release = chains.reserveCreation(session.user_id);
               if (!release) {
                 throw clientError(
                   ErrorCode.TOO_MANY_REQUESTS,
@@ -80,7 +83,7 @@ export const HubHashChainPlugin = extendSchema((build) => {
                   casinoId: session.casino_id,
                   experienceId: session.experience_id,
                   maxIteration: length,
-                });
+                }, chains);
                 return { hashChainId: hashChain.id };
               } finally {
                 release();
@@ -99,7 +102,7 @@ export const HubHashChainPlugin = extendSchema((build) => {
                 casinoId: session.casino_id,
                 experienceId: session.experience_id,
                 hashChainId,
-              });
+              }, chains);
               if (!preimage) {
                 throw clientError(
                   ErrorCode.HASH_CHAIN_NOT_FOUND,

@@ -10,7 +10,7 @@ import { clientError } from "../graphql/client-error.js";
 import { withPgPoolTransaction } from "../db/pools.js";
 import { unboundedPool } from "../db/identity-limit.js";
 import { dbLockHubHashChain } from "./db.js";
-import { getIntermediateHash } from "./chain-secret.js";
+import { getIntermediateHash, type ChainSecrets } from "./chain-secret.js";
 import { outcomeIndexOf } from "./hash.js";
 import { riskLimitsOf, validateRisk, type RiskLimits, type RiskPolicy } from "./risk.js";
 import { MAX_AMOUNT, exactNet } from "../money/exact.js";
@@ -170,6 +170,8 @@ async function tryOutcomeBet(
   config: OutcomeBetConfig,
   plan: OutcomePlan,
   settle: Settle = (args) => settleOne(db, args),
+  /** The server's chain work, whose cache holds the derived hashes (default: the server started last). */
+  chains?: ChainSecrets,
 ): Promise<MakeOutcomeBetResult | "chain-moved"> {
   const { userId, casinoId, experienceId } = player;
   const { wager, currency, outcomes, hashChainId, clientSeed } = input;
@@ -200,7 +202,8 @@ async function tryOutcomeBet(
   if (!risk.ok) return { __typename: "HubRiskError", message: risk.error.message, riskLimits: risk.error.riskLimits };
 
   const iteration = state.current_iteration - 1;
-  const derived = await getIntermediateHash({ hashChainId, iteration, pgClient: db });
+  const hashInput = { hashChainId, iteration, pgClient: db };
+  const derived = await (chains ? chains.intermediateHash(hashInput) : getIntermediateHash(hashInput));
   if (derived.type === "error") throw new Error(`hubMakeOutcomeBet: cannot derive hash ${iteration} of chain ${hashChainId}: ${derived.reason}`);
   const outcomeIdx = outcomeIndexOf({ serverHash: derived.hash, clientSeed, weights: outcomes.map((o) => o.weight) });
   const net = plan.nets[outcomeIdx]!;
@@ -242,13 +245,15 @@ export async function makeOutcomeBet(
   config: OutcomeBetConfig,
   chainQueue?: ChainQueue,
   settleGroups?: SettleGroups,
+  /** The server's chain work (HubGameConfigPlugin passes its server's); default: the server started last. */
+  chains?: ChainSecrets,
 ): Promise<MakeOutcomeBetResult> {
   const plan = checkOutcomeBetInput(input, config);
   const groupKey = `${player.casinoId} ${input.currency}`;
   // A group settles bets of many players: on the real pool, not this player's bounded view of it.
   const settle: Settle | undefined = settleGroups && ((args) => settleGroups.settle(unboundedPool(pool), groupKey, args));
-  if (chainQueue) return chainQueue.run(String(input.hashChainId), () => settleOutcomeBet(pool, player, input, config, plan, settle));
-  return settleOutcomeBet(pool, player, input, config, plan, settle);
+  if (chainQueue) return chainQueue.run(String(input.hashChainId), () => settleOutcomeBet(pool, player, input, config, plan, settle, chains));
+  return settleOutcomeBet(pool, player, input, config, plan, settle, chains);
 }
 
 async function settleOutcomeBet(
@@ -258,15 +263,16 @@ async function settleOutcomeBet(
   config: OutcomeBetConfig,
   plan: OutcomePlan,
   settle: Settle | undefined,
+  chains: ChainSecrets | undefined,
 ): Promise<MakeOutcomeBetResult> {
   for (let attempt = 1; attempt < OPTIMISTIC_TRIES; attempt++) {
-    const result = await tryOutcomeBet(pool, player, input, config, plan, settle);
+    const result = await tryOutcomeBet(pool, player, input, config, plan, settle, chains);
     if (result !== "chain-moved") return result;
   }
   return withPgPoolTransaction(pool, async (pgClient) => {
     const chain = await dbLockHubHashChain(pgClient, { ...player, hashChainId: input.hashChainId, active: "must-be-active" });
     if (!chain) return badChain(input.hashChainId, "is not an active chain of this player in this casino and experience");
-    const result = await tryOutcomeBet(pgClient, player, input, config, plan);
+    const result = await tryOutcomeBet(pgClient, player, input, config, plan, undefined, chains);
     if (result === "chain-moved") throw new Error(`hubMakeOutcomeBet: chain ${input.hashChainId} moved while locked`);
     return result;
   });

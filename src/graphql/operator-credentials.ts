@@ -1,7 +1,7 @@
 import { extendSchema, gql } from "graphile-utils";
 import type { PluginContext } from "./context.js";
 import { createApiKey } from "../auth/credentials.js";
-import { forgetSessionLocally } from "../auth/resolver.js";
+import { serverOf } from "../server-state.js";
 import { ErrorCode } from "../errors.js";
 import { clientError } from "./client-error.js";
 
@@ -58,7 +58,7 @@ export const HubOperatorCredentialsPlugin = extendSchema(
         async hubRevokeSession(_p: unknown, { input }: { input: { sessionId: string } }, context: PluginContext) {
           requireOperator(context);
           const result = await revoke(context, "hub.session", "session", input.sessionId);
-          forgetSessionLocally(input.sessionId);
+          serverOf(context).resolver?.forgetSession(input.sessionId);
           return result;
         },
         async hubCreateApiKey(_p: unknown, _args: unknown, context: PluginContext) {

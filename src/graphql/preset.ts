@@ -14,6 +14,9 @@ import { ClientInputPlugin } from "./client-input-plugin.js";
 import { ErrorRequestIdPlugin } from "./request-id.js";
 import { HubGameResultTypesPlugin } from "../fair/game-result-types.js";
 import type { LiveNotifications } from "../live/notifications.js";
+import { OneStatementRoutingPlugin } from "../db/one-statement-executor.js";
+import { HUB_SERVER, type ServerState } from "../server-state.js";
+import { createServerState } from "../create-server-state.js";
 
 /** What the GraphQL context needs from the HTTP request; read by the server adapter (adapters/grafserv.ts). */
 export interface RequestInfo {
@@ -47,12 +50,28 @@ export interface PresetInput {
   pubsub?: LiveNotifications | null;
   /** Ping interval and pong deadline of WebSocket connections, ms (0 = none). */
   websocketKeepaliveMs?: number;
+  /** The server the schema is built for (src/server-state.ts); default, one of its own with this log. */
+  server?: ServerState;
+}
+
+/** Hands the server to the schema's plugins as `build.hubServer` (serverOfBuild). */
+function serverPlugin(server: ServerState): GraphileConfig.Plugin {
+  return {
+    name: "HubServerPlugin",
+    version: "0.0.0",
+    schema: {
+      hooks: {
+        build: (build) => build.extend(build, { hubServer: server }, "HubServerPlugin"),
+      },
+    },
+  };
 }
 
 export function makePreset(input: PresetInput): GraphileConfig.Preset {
   const { superuserPool, statementTimeoutMs, requestInfo } = input;
   const superuserPoolFor = input.superuserPoolFor ?? (() => superuserPool);
   const pubsub = input.pubsub ?? null;
+  const server = input.server ?? createServerState({ log: input.log });
   // A login's payload (`query`) is read with the new session: steps that run after it see this identity.
   const adoptIdentity: AdoptIdentity = (context, identity) => {
     context.identity = identity;
@@ -64,6 +83,8 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
     // No Relay global ids: `id` is the row's UUID, as existing game clients expect.
     disablePlugins: ["NodePlugin"],
     plugins: [
+      serverPlugin(server),
+      ...(input.pipelinedPg ? [OneStatementRoutingPlugin] : []),
       HubInflectionPlugin,
       ErrorRequestIdPlugin,
       makeParseAndValidatePlugin({
@@ -111,6 +132,7 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
           // grafast's listen() calls subscribe(topic) only, which is all the hub's subscriber has.
           pgSubscriber: pubsub as unknown as PluginContext["pgSubscriber"],
           [ADOPT_IDENTITY]: adoptIdentity,
+          [HUB_SERVER]: server,
         } as Partial<PluginContext>;
       },
     },

@@ -9,7 +9,7 @@ import { createSession, digest, ensureExperience, ensureUserAndExperience, PLAYG
 import { describeValue, ErrorCode } from "../errors.js";
 import { clientError } from "./client-error.js";
 import * as parse from "../parse.js";
-import { forgetSessionLocally } from "../auth/resolver.js";
+import { serverOf } from "../server-state.js";
 import { CasinoTokenError, verifyCasinoToken } from "../auth/casino-token.js";
 import { withPgPoolTransaction } from "../db/pools.js";
 import type { DbCasino, DbExperience, DbUser } from "../db/types.js";
@@ -156,7 +156,7 @@ export const HubSessionPlugin = extendSchema(
           const casinoId = await casinoOf(pool, args.input);
           let player;
           try {
-            player = await verifyCasinoToken(pool, casinoId, userToken);
+            player = await verifyCasinoToken(pool, casinoId, userToken, serverOf(context).casinoKeys);
           } catch (error) {
             if (error instanceof CasinoTokenError) throw new GraphQLError(error.message, { extensions: { code: error.code } });
             throw error;
@@ -176,9 +176,9 @@ export const HubSessionPlugin = extendSchema(
             "update hub.session set revoked_at = now() where id = $1 and revoked_at is null",
             [context.identity.sessionId],
           );
-          // Refused here from now on; other instances hear of it through the
-          // notification the update's trigger sent when it committed.
-          forgetSessionLocally(context.identity.sessionId);
+          // Refused by this server from now on; other servers (in this process or
+          // another) hear of it through the notification the update's trigger sent.
+          serverOf(context).resolver?.forgetSession(context.identity.sessionId);
           return { success: rowCount === 1, sessionId: context.identity.sessionId };
         },
       },

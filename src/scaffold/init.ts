@@ -76,9 +76,10 @@ function packageJson(name: string, hub: string): string {
     engines: { node: ">=20.10" },
     scripts: {
       // TypeScript sources run as they are: tsx compiles them on load, nothing to build.
-      start: "node --import tsx src/index.ts",
-      "start:env": "node --env-file=.env --import tsx src/index.ts",
-      test: "node --import tsx --test test/*.test.ts",
+      // The process is the server's: V8's allocation-site pretenuring off, as `node dist/server.js` runs the hub.
+      start: "node --no-allocation-site-pretenuring --import tsx src/index.ts",
+      "start:env": "node --no-allocation-site-pretenuring --env-file=.env --import tsx src/index.ts",
+      test: "node --import tsx --import ./src/process.ts --test test/*.test.ts",
       typecheck: "tsc --noEmit",
     },
     dependencies: { "@hubpkg/hub": hub, tsx: TOOL_VERSIONS.tsx },

@@ -23,7 +23,7 @@ import type { DbBalance, DbBankroll, DbCasino, DbCurrency, DbExperience, DbUser 
 import { argumentOutOfRange, HubError, invalidArgument } from "../errors.js";
 import { createLogger } from "../logger.js";
 import type { ServerOptions } from "../options.js";
-import { startAndListen } from "../start.js";
+import { SERVER_STATE, startAndListen } from "../start.js";
 import { acquireCluster, dropDatabase, forgetCluster, spareReady, takeDatabase } from "./cluster.js";
 import { connectionLoss } from "../db/error-class.js";
 
@@ -177,7 +177,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
 
     await spareReady(cluster);
     let stopping: Promise<void> | undefined;
-    return {
+    const testServer: TestServer = {
       url,
       port: running.port,
       dbPool: pool,
@@ -207,6 +207,9 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
         return stopping;
       },
     };
+    // The server's own state, for the hub's tests of what servers share (not part of TestServer's shape).
+    Object.defineProperty(testServer, SERVER_STATE, { value: (running as { [SERVER_STATE]?: unknown })[SERVER_STATE] });
+    return testServer;
   } catch (error) {
     await server?.stop().catch(() => undefined);
     if (dbPool) await endPool(dbPool).catch(() => undefined);

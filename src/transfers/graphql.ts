@@ -7,12 +7,13 @@ import { withPgPoolTransaction } from "../db/pools.js";
 import { describeValue, ErrorCode } from "../errors.js";
 import { clientError } from "../graphql/client-error.js";
 import { classifyClientInputError } from "../graphql/mask-error.js";
-import { logger } from "../logger.js";
+import type { Logger } from "../logger.js";
+import { serverOfBuild } from "../server-state.js";
 import * as parse from "../parse.js";
 import { OutcomeUnknownError } from "./connector.js";
 import { connectorForCasino } from "./connectors.js";
 import { checkIncoming, recordDeposit, TransferRefusal } from "./deposits.js";
-import { transferOptions, wakeWorkers } from "./runtime.js";
+import type { TransferRuntime } from "./runtime.js";
 import { checkTakeRequest, recordTakeRequest } from "./take-requests.js";
 import { completeWithdrawal, loadWithdrawal, refundWithdrawal, requestWithdrawal, transferEndpoint } from "./withdrawals.js";
 
@@ -47,7 +48,7 @@ function uuidArg(field: string, value: unknown): string {
 }
 
 /** Database refusals a client can act on keep their code; everything else is the server's fault. */
-async function guarded<T>(fn: () => Promise<T>): Promise<T> {
+async function guarded<T>(logger: Logger, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (error) {
@@ -94,13 +95,13 @@ async function lockedJob(client: pg.ClientBase, requestId: string): Promise<{ id
 }
 
 /** hubRecordTakeRequest: a casino's backend delivers a take request; received (reserved or rejected) once. */
-function recordTakeRequestPlan($input: ExecutableStep) {
+function recordTakeRequestPlan($input: ExecutableStep, runtime: TransferRuntime, log: Logger) {
   return sideEffect([$input, context().get("identity"), context().get("superuserPool")], async ([raw, identity, pool]) => {
     const actor = operatorActor(identity);
     const input = raw as { casinoId: string; mpTakeRequestId: string; uname: string; experience: string; currencyKey: string; amount?: number | null };
     const casinoId = uuidArg("casinoId", input.casinoId);
     if (input.amount != null) wholeAmount("amount", input.amount);
-    const result = await guarded(async () => {
+    const result = await guarded(log, async () => {
       const take = checkTakeRequest({ id: input.mpTakeRequestId, uname: input.uname, experience: input.experience, currencyKey: input.currencyKey, amount: input.amount ?? null });
       const endpoint = await transferEndpoint(pool, casinoId);
       if (!endpoint.found) throw clientError(ErrorCode.UNKNOWN_CASINO, `No casino has the id ${casinoId}.`);
@@ -108,15 +109,17 @@ function recordTakeRequestPlan($input: ExecutableStep) {
       if (!endpoint.reachable) {
         throw clientError(ErrorCode.TRANSFERS_NOT_CONFIGURED, `hubRecordTakeRequest: casino ${casinoId} has no transfer endpoint, so the hub could not transfer the take request; give it a base URL or a url with hubSetCasinoTransfers.`);
       }
-      const { row, created } = await withPgPoolTransaction(pool, (client) => recordTakeRequest(client, casinoId, take, actor, transferOptions().takeRequestTimeoutMs));
+      const { row, created } = await withPgPoolTransaction(pool, (client) => recordTakeRequest(client, casinoId, take, actor, runtime.options.takeRequestTimeoutMs));
       return { takeRequestId: row.id, created };
     });
-    wakeWorkers();
+    runtime.wake();
     return result;
   });
 }
 
 export const HubTransfersPlugin = extendSchema((build) => {
+  // This server's options, workers and logger: the schema is built for one server.
+  const { transfers: runtime, log } = serverOfBuild(build);
   const resources = build.input.pgRegistry.pgResources;
   const deposit = resources.hub_deposit;
   const withdrawalRequest = resources.hub_withdrawal_request;
@@ -218,7 +221,7 @@ export const HubTransfersPlugin = extendSchema((build) => {
               const input = raw as RecordDepositInput;
               const casinoId = uuidArg("casinoId", input.casinoId);
               wholeAmount("amount", input.amount);
-              return guarded(async () => {
+              return guarded(log, async () => {
                 const transfer = checkIncoming({ id: input.mpTransferId, uname: input.uname, experience: input.experience, currencyKey: input.currencyKey, amount: input.amount });
                 const { rows } = await pool.query("select 1 from hub.casino where id = $1", [casinoId]);
                 if (!rows[0]) throw clientError(ErrorCode.UNKNOWN_CASINO, `No casino has the id ${casinoId}.`);
@@ -240,24 +243,24 @@ export const HubTransfersPlugin = extendSchema((build) => {
               if (!endpoint.reachable) {
                 throw clientError(ErrorCode.TRANSFERS_NOT_CONFIGURED, `hubWithdraw: this session's casino (${casino_id}) has no transfer endpoint, so a withdrawal could not be sent; its operator must give it a base URL or a url with hubSetCasinoTransfers.`);
               }
-              const requestId = await guarded(() =>
+              const requestId = await guarded(log, () =>
                 withPgPoolTransaction(pool, (client) =>
                   requestWithdrawal(client, { userId: user_id, casinoId: casino_id, experienceId: experience_id, currencyKey: input.currencyKey, amount, actor: `user:${user_id}` }),
                 ),
               );
-              wakeWorkers();
+              runtime.wake();
               return { requestId };
             });
           },
-          hubRecordTakeRequest: (_parent, fieldArgs) => recordTakeRequestPlan(fieldArgs.getRaw("input")),
+          hubRecordTakeRequest: (_parent, fieldArgs) => recordTakeRequestPlan(fieldArgs.getRaw("input"), runtime, log),
           hubSetCasinoTransfers(_parent, fieldArgs) {
             return sideEffect([fieldArgs.getRaw("input"), context().get("identity"), context().get("superuserPool")], async ([raw, identity, pool]) => {
               operatorActor(identity);
               const input = raw as { casinoId: string; connector?: string | null; url?: string | null; poll?: boolean | null; takeRequests?: boolean | null };
               const casinoId = uuidArg("casinoId", input.casinoId);
               const connector = input.connector ?? "http";
-              if (connector !== "http" && !transferOptions().connectors[connector]) {
-                throw clientError(ErrorCode.BAD_USER_INPUT, `connector must be "http" or one of ServerOptions.transfers.connectors (${Object.keys(transferOptions().connectors).join(", ") || "none configured"}); received ${describeValue(connector)}.`);
+              if (connector !== "http" && !runtime.options.connectors[connector]) {
+                throw clientError(ErrorCode.BAD_USER_INPUT, `connector must be "http" or one of ServerOptions.transfers.connectors (${Object.keys(runtime.options.connectors).join(", ") || "none configured"}); received ${describeValue(connector)}.`);
               }
               if (input.url != null && "expected" in parse.httpUrl(input.url)) {
                 throw clientError(ErrorCode.BAD_USER_INPUT, `url must be an http:// or https:// URL; received ${describeValue(input.url)}.`);
@@ -265,12 +268,12 @@ export const HubTransfersPlugin = extendSchema((build) => {
               const poll = input.poll ?? true;
               const takeRequests = input.takeRequests ?? false;
               if (takeRequests && connector !== "http") {
-                const probe = transferOptions().connectors[connector]!({ casinoId, url: input.url ?? null, apiKey: null, timeoutMs: transferOptions().requestTimeoutMs });
+                const probe = runtime.options.connectors[connector]!({ casinoId, url: input.url ?? null, apiKey: null, timeoutMs: runtime.options.requestTimeoutMs });
                 if (!probe.fetchTakeRequests || !probe.transferTake || !probe.lookupTake || !probe.rejectTake) {
                   throw clientError(ErrorCode.TAKE_REQUESTS_NOT_SUPPORTED, `takeRequests: true needs a connector with fetchTakeRequests, transferTake, lookupTake and rejectTake; the connector ${describeValue(connector)} lacks some of them.`);
                 }
               }
-              return guarded(() =>
+              return guarded(log, () =>
                 withPgPoolTransaction(pool, async (client) => {
                   const { rows } = await client.query<{ base_url: string | null }>("select base_url from hub.casino where id = $1", [casinoId]);
                   if (!rows[0]) throw clientError(ErrorCode.UNKNOWN_CASINO, `No casino has the id ${casinoId}.`);
@@ -298,7 +301,7 @@ export const HubTransfersPlugin = extendSchema((build) => {
                   } else {
                     await client.query("update hub.transfer_job set status = 'DONE', updated_at = now() where kind = 'POLL' and casino_id = $1", [casinoId]);
                   }
-                  wakeWorkers();
+                  runtime.wake();
                   return { casinoId };
                 }),
               );
@@ -308,14 +311,14 @@ export const HubTransfersPlugin = extendSchema((build) => {
             const $result = sideEffect([fieldArgs.getRaw("input"), context().get("identity"), context().get("superuserPool")], async ([raw, identity, pool]) => {
               operatorActor(identity);
               const requestId = uuidArg("withdrawalRequestId", (raw as { withdrawalRequestId: unknown }).withdrawalRequestId);
-              const jobId = await guarded(() =>
+              const jobId = await guarded(log, () =>
                 withPgPoolTransaction(pool, async (client) => {
                   const job = await lockedJob(client, requestId);
                   await client.query("update hub.transfer_job set next_attempt_at = now(), updated_at = now() where id = $1", [job.id]);
                   return job.id;
                 }),
               );
-              wakeWorkers();
+              runtime.wake();
               return { jobId };
             });
             return $result;
@@ -324,26 +327,26 @@ export const HubTransfersPlugin = extendSchema((build) => {
             return sideEffect([fieldArgs.getRaw("input"), context().get("identity"), context().get("superuserPool")], async ([raw, identity, pool]) => {
               const actor = operatorActor(identity);
               const requestId = uuidArg("withdrawalRequestId", (raw as { withdrawalRequestId: unknown }).withdrawalRequestId);
-              return guarded(() =>
+              return guarded(log, () =>
                 withPgPoolTransaction(pool, async (client) => {
                   // Holding the item's lock keeps every worker from sending it meanwhile.
                   const job = await lockedJob(client, requestId);
                   const { rows } = await client.query<{ open: boolean; expires_at: Date }>(
                     "select expires_at + $2 * interval '1 millisecond' > now() as open, expires_at from hub_hidden.withdrawal_send_window where withdrawal_request_id = $1",
-                    [requestId, transferOptions().clockSkewMs],
+                    [requestId, runtime.options.clockSkewMs],
                   );
                   if (rows[0]?.open) {
                     // Sending stops until the window has closed, so that a refund asked again then can be decided.
                     const { rows: paused } = await client.query<{ until: Date }>(
                       `update hub.transfer_job set next_attempt_at = greatest(next_attempt_at, $2::timestamptz + $3 * interval '1 millisecond'), updated_at = now()
                         where id = $1 returning next_attempt_at as until`,
-                      [job.id, rows[0].expires_at, transferOptions().clockSkewMs + 100],
+                      [job.id, rows[0].expires_at, runtime.options.clockSkewMs + 100],
                     );
                     return {
-                      refusal: `Withdrawal ${requestId} was not refunded: its last send may still reach the casino until ${rows[0].expires_at.toISOString()} (plus ${transferOptions().clockSkewMs} ms of allowed clock difference). Sending is paused until ${paused[0]!.until.toISOString()}: ask again after that.`,
+                      refusal: `Withdrawal ${requestId} was not refunded: its last send may still reach the casino until ${rows[0].expires_at.toISOString()} (plus ${runtime.options.clockSkewMs} ms of allowed clock difference). Sending is paused until ${paused[0]!.until.toISOString()}: ask again after that.`,
                     };
                   }
-                  const connector = await connectorForCasino(client, job.casino_id, transferOptions());
+                  const connector = await connectorForCasino(client, job.casino_id, runtime.options);
                   let found;
                   try {
                     found = await connector.lookup(requestId);

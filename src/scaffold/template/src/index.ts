@@ -4,6 +4,7 @@
  * runs an embedded Postgres in ./.hub. GraphiQL is at /graphiql outside
  * production.
  */
+import "./process.js";
 import { startAndListen } from "@hubpkg/hub";
 import { serverOptions } from "./options.js";
 

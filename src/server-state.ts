@@ -1,0 +1,86 @@
+import type { Logger } from "./logger.js";
+import type { ServerStatsRecorder } from "./stats.js";
+import type { HubPools } from "./db/pools.js";
+import type { IdentityResolver } from "./auth/resolver.js";
+import type { ChainSecrets } from "./fair/chain-secret.js";
+import type { CasinoKeys } from "./auth/casino-token.js";
+import type { TransferRuntime } from "./transfers/runtime.js";
+
+/**
+ * Everything one server holds that can change while it runs. startAndListen
+ * makes one per call and hands it to what needs it: the schema's plugins
+ * through the build (`build.hubServer`) and the GraphQL context
+ * (`serverOf(context)`), the HTTP side through the Fastify instance
+ * (`app.hubServer`). Two servers in one process share none of it.
+ */
+export interface ServerState {
+  readonly log: Logger;
+  /** Request counters: serverStats(). */
+  readonly stats: ServerStatsRecorder;
+  /** Set once the database answers. */
+  pools: HubPools | undefined;
+  /** Authorization → identity, with its cache; set once the credentials pool is open. */
+  resolver: IdentityResolver | undefined;
+  /** Hash chains: creations in progress, the worker-thread queue, the derived segments. */
+  readonly chains: ChainSecrets;
+  /** Casinos' token keys: the JWKS fetchers and what was last recorded of each set. */
+  readonly casinoKeys: CasinoKeys;
+  /** The transfer options and this server's workers. */
+  readonly transfers: TransferRuntime;
+}
+
+/**
+ * The servers running in this process, oldest first. Only the module-level
+ * façades (`superuserPool` of `@hubpkg/hub/db`, `logger` of
+ * `@hubpkg/hub/logger`, `serverStats()` without a request, the exported hash
+ * chain helpers) read it: they follow the most recently started server that is
+ * still running, and fall back to the one started before it once it stops.
+ * Nothing a server does reads another server's state through it.
+ */
+const running: ServerState[] = [];
+
+export function serverStarted(state: ServerState): void {
+  running.push(state);
+}
+
+export function serverStopped(state: ServerState): void {
+  const at = running.lastIndexOf(state);
+  if (at >= 0) running.splice(at, 1);
+}
+
+/** The server the façades follow, optionally the latest one that has reached a given point (e.g. open pools). */
+export function currentServer(having?: (state: ServerState) => boolean): ServerState | undefined {
+  for (let i = running.length - 1; i >= 0; i--) {
+    const state = running[i]!;
+    if (!having || having(state)) return state;
+  }
+  return undefined;
+}
+
+/**
+ * Where a resolver finds its server in the GraphQL context. A symbol, so no
+ * plugin takes it for a member of its own.
+ */
+export const HUB_SERVER: unique symbol = Symbol("hub.server");
+
+/** The server that is answering this GraphQL request. */
+export function serverOf(context: object): ServerState {
+  const state = (context as { [HUB_SERVER]?: ServerState })[HUB_SERVER];
+  if (!state) throw new Error("this GraphQL context was not made by the hub's preset (it has no server)");
+  return state;
+}
+
+declare global {
+  namespace GraphileBuild {
+    interface Build {
+      /** The server this schema is built for (set by the hub's preset). */
+      hubServer?: ServerState;
+    }
+  }
+}
+
+/** The server a schema is built for: plugins that keep state read it here. */
+export function serverOfBuild(build: GraphileBuild.Build): ServerState {
+  if (!build.hubServer) throw new Error("this schema is not built by the hub's preset (its build has no hubServer)");
+  return build.hubServer;
+}
