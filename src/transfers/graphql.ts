@@ -116,6 +116,192 @@ function recordTakeRequestPlan($input: ExecutableStep, runtime: TransferRuntime,
     return result;
   });
 }
+const TRANSFER_TYPE_DEFS = gql`
+  input HubRecordDepositInput {
+    casinoId: UUID!
+    "The casino's id of the transfer: the hub credits each (casino, mpTransferId) once."
+    mpTransferId: String!
+    "The player's name at the casino (the player is created when new)."
+    uname: String!
+    "The experience's name (created when new)."
+    experience: String!
+    currencyKey: String!
+    "Whole base units, from 1 to 9007199254740991."
+    amount: Float!
+  }
+  type HubRecordDepositPayload {
+    deposit: HubDeposit
+    "false when this transfer was already recorded: nothing was credited this time."
+    created: Boolean!
+  }
+  input HubWithdrawInput {
+    currencyKey: String!
+    "Whole base units, from 1 to 9007199254740991."
+    amount: Float!
+  }
+  type HubWithdrawPayload {
+    withdrawalRequest: HubWithdrawalRequest
+    withdrawal: HubWithdrawal
+  }
+  input HubSetCasinoTransfersInput {
+    casinoId: UUID!
+    "Connector kind: http (built in) or one given in ServerOptions.transfers.connectors. Default http."
+    connector: String
+    "The casino's transfer URL; default <baseUrl>/hub/transfers."
+    url: String
+    "Fetch incoming transfers from the casino (default true); false: deposits arrive only by hubRecordDeposit."
+    poll: Boolean
+    "Fetch the casino's take requests (default false); they may also arrive by hubRecordTakeRequest."
+    takeRequests: Boolean
+  }
+  input HubRecordTakeRequestInput {
+    casinoId: UUID!
+    "The casino's id of the take request: the hub acts on each once."
+    mpTakeRequestId: UUID!
+    "The player's name at the casino."
+    uname: String!
+    "The experience's name."
+    experience: String!
+    currencyKey: String!
+    "Whole base units, from 1 to 9007199254740991; null: the player's whole balance."
+    amount: Float
+  }
+  type HubRecordTakeRequestPayload {
+    takeRequest: HubTakeRequest
+    "false when this take request was already received: nothing was reserved this time."
+    created: Boolean!
+  }
+  type HubSetCasinoTransfersPayload {
+    casinoId: UUID!
+  }
+  input HubWithdrawalActionInput {
+    withdrawalRequestId: UUID!
+  }
+  type HubTransferJobPayload {
+    transferJob: HubTransferJob
+  }
+  type HubRefundWithdrawalPayload {
+    withdrawal: HubWithdrawal
+  }
+  extend type Mutation {
+    "Operators (a casino backend): credit a deposit the casino reports, once per (casinoId, mpTransferId)."
+    hubRecordDeposit(input: HubRecordDepositInput!): HubRecordDepositPayload!
+    "A player: move amount from the balance back to the casino; the hub sends it and retries until the casino answers."
+    hubWithdraw(input: HubWithdrawInput!): HubWithdrawPayload!
+    "Operators (a casino backend): the casino asks the hub to take a player's funds back; reserved (or rejected) once per mpTakeRequestId."
+    hubRecordTakeRequest(input: HubRecordTakeRequestInput!): HubRecordTakeRequestPayload!
+    "Operators: how the hub exchanges transfers with a casino."
+    hubSetCasinoTransfers(input: HubSetCasinoTransfersInput!): HubSetCasinoTransfersPayload!
+    "Operators: make a pending withdrawal due now instead of at its next attempt time."
+    hubRetryWithdrawal(input: HubWithdrawalActionInput!): HubTransferJobPayload!
+    "Operators: give a stuck withdrawal back to the balance, only when the casino says it never applied it (or refused it)."
+    hubRefundWithdrawal(input: HubWithdrawalActionInput!): HubRefundWithdrawalPayload!
+  }
+`;
+
+/** hubSetCasinoTransfers: how the hub exchanges transfers with a casino (connector, URL, polling, take requests). */
+function setCasinoTransfersPlan($input: ExecutableStep, runtime: TransferRuntime, log: Logger) {
+  return sideEffect([$input, context().get("identity"), context().get("superuserPool")], async ([raw, identity, pool]) => {
+    operatorActor(identity);
+    const input = raw as { casinoId: string; connector?: string | null; url?: string | null; poll?: boolean | null; takeRequests?: boolean | null };
+    const casinoId = uuidArg("casinoId", input.casinoId);
+    const connector = input.connector ?? "http";
+    if (connector !== "http" && !runtime.options.connectors[connector]) {
+      throw clientError(ErrorCode.BAD_USER_INPUT, `connector must be "http" or one of ServerOptions.transfers.connectors (${Object.keys(runtime.options.connectors).join(", ") || "none configured"}); received ${describeValue(connector)}.`);
+    }
+    if (input.url != null && "expected" in parse.httpUrl(input.url)) {
+      throw clientError(ErrorCode.BAD_USER_INPUT, `url must be an http:// or https:// URL; received ${describeValue(input.url)}.`);
+    }
+    const poll = input.poll ?? true;
+    const takeRequests = input.takeRequests ?? false;
+    if (takeRequests && connector !== "http") {
+      const probe = runtime.options.connectors[connector]!({ casinoId, url: input.url ?? null, apiKey: null, timeoutMs: runtime.options.requestTimeoutMs });
+      if (!probe.fetchTakeRequests || !probe.transferTake || !probe.lookupTake || !probe.rejectTake) {
+        throw clientError(ErrorCode.TAKE_REQUESTS_NOT_SUPPORTED, `takeRequests: true needs a connector with fetchTakeRequests, transferTake, lookupTake and rejectTake; the connector ${describeValue(connector)} lacks some of them.`);
+      }
+    }
+    return guarded(log, () =>
+      withPgPoolTransaction(pool, async (client) => {
+        const { rows } = await client.query<{ base_url: string | null }>("select base_url from hub.casino where id = $1", [casinoId]);
+        if (!rows[0]) throw clientError(ErrorCode.UNKNOWN_CASINO, `No casino has the id ${casinoId}.`);
+        if (connector === "http" && input.url == null && rows[0].base_url === null) {
+          throw clientError(ErrorCode.TRANSFERS_NOT_CONFIGURED, `Casino ${casinoId} has no base URL, so the http connector has nowhere to go: give url (its transfer endpoint).`);
+        }
+        await client.query(
+          `insert into hub.casino_transfer_config (casino_id, connector, url, poll, take_requests) values ($1, $2, $3, $4, $5)
+           on conflict (casino_id) do update set connector = excluded.connector, url = excluded.url, poll = excluded.poll, take_requests = excluded.take_requests, updated_at = now()`,
+          [casinoId, connector, input.url ?? null, poll, takeRequests],
+        );
+        await client.query(
+          takeRequests
+            ? `insert into hub.transfer_job (kind, casino_id) values ('TAKE_POLL', $1)
+               on conflict (casino_id) where kind = 'TAKE_POLL' do update set status = 'PENDING', next_attempt_at = now(), updated_at = now()`
+            : "update hub.transfer_job set status = 'DONE', updated_at = now() where kind = 'TAKE_POLL' and casino_id = $1",
+          [casinoId],
+        );
+        if (poll) {
+          await client.query(
+            `insert into hub.transfer_job (kind, casino_id) values ('POLL', $1)
+             on conflict (casino_id) where kind = 'POLL' do update set status = 'PENDING', next_attempt_at = now(), updated_at = now()`,
+            [casinoId],
+          );
+        } else {
+          await client.query("update hub.transfer_job set status = 'DONE', updated_at = now() where kind = 'POLL' and casino_id = $1", [casinoId]);
+        }
+        runtime.wake();
+        return { casinoId };
+      }),
+    );
+  });
+}
+
+/** hubRefundWithdrawal: back to the balance only when the casino says it never applied the withdrawal (or refused it). */
+function refundWithdrawalPlan($input: ExecutableStep, runtime: TransferRuntime, log: Logger) {
+  return sideEffect([$input, context().get("identity"), context().get("superuserPool")], async ([raw, identity, pool]) => {
+    const actor = operatorActor(identity);
+    const requestId = uuidArg("withdrawalRequestId", (raw as { withdrawalRequestId: unknown }).withdrawalRequestId);
+    return guarded(log, () =>
+      withPgPoolTransaction(pool, async (client) => {
+        // Holding the item's lock keeps every worker from sending it meanwhile.
+        const job = await lockedJob(client, requestId);
+        const { rows } = await client.query<{ open: boolean; expires_at: Date }>(
+          "select expires_at + $2 * interval '1 millisecond' > now() as open, expires_at from hub_hidden.withdrawal_send_window where withdrawal_request_id = $1",
+          [requestId, runtime.options.clockSkewMs],
+        );
+        if (rows[0]?.open) {
+          // Sending stops until the window has closed, so that a refund asked again then can be decided.
+          const { rows: paused } = await client.query<{ until: Date }>(
+            `update hub.transfer_job set next_attempt_at = greatest(next_attempt_at, $2::timestamptz + $3 * interval '1 millisecond'), updated_at = now()
+              where id = $1 returning next_attempt_at as until`,
+            [job.id, rows[0].expires_at, runtime.options.clockSkewMs + 100],
+          );
+          return {
+            refusal: `Withdrawal ${requestId} was not refunded: its last send may still reach the casino until ${rows[0].expires_at.toISOString()} (plus ${runtime.options.clockSkewMs} ms of allowed clock difference). Sending is paused until ${paused[0]!.until.toISOString()}: ask again after that.`,
+          };
+        }
+        const connector = await connectorForCasino(client, job.casino_id, runtime.options);
+        let found;
+        try {
+          found = await connector.lookup(requestId);
+        } catch (error) {
+          if (!(error instanceof OutcomeUnknownError)) throw error;
+          throw clientError(ErrorCode.CASINO_UNREACHABLE, `Withdrawal ${requestId} was not refunded: the casino could not say whether it applied it (${error.message}).`);
+        }
+        const w = (await loadWithdrawal(client, requestId))!;
+        if (found.status === "COMPLETED") {
+          await completeWithdrawal(client, requestId, found.mpTransferId);
+          // The completion is recorded (committed below) even though the refund is refused.
+          return { refusal: `Withdrawal ${requestId} was not refunded: the casino applied it as its transfer ${found.mpTransferId}; it is now recorded as COMPLETED.` };
+        }
+        await refundWithdrawal(client, w, actor, found.status === "REFUSED" ? `the casino refused it: ${found.reason}` : "the casino never applied it (operator refund)");
+        return { withdrawalId: requestId };
+      }),
+    ).then((result) => {
+      if ("refusal" in result) throw clientError(ErrorCode.TRANSFER_REFUND_UNSAFE, result.refusal!);
+      return result;
+    });
+  });
+}
 
 export const HubTransfersPlugin = extendSchema((build) => {
   // This server's options, workers and logger: the schema is built for one server.
@@ -130,88 +316,7 @@ export const HubTransfersPlugin = extendSchema((build) => {
     throw new Error("HubTransfersPlugin: the transfer tables are missing from the schema (is the `hub` schema migrated?)");
   }
   return {
-    typeDefs: gql`
-      input HubRecordDepositInput {
-        casinoId: UUID!
-        "The casino's id of the transfer: the hub credits each (casino, mpTransferId) once."
-        mpTransferId: String!
-        "The player's name at the casino (the player is created when new)."
-        uname: String!
-        "The experience's name (created when new)."
-        experience: String!
-        currencyKey: String!
-        "Whole base units, from 1 to 9007199254740991."
-        amount: Float!
-      }
-      type HubRecordDepositPayload {
-        deposit: HubDeposit
-        "false when this transfer was already recorded: nothing was credited this time."
-        created: Boolean!
-      }
-      input HubWithdrawInput {
-        currencyKey: String!
-        "Whole base units, from 1 to 9007199254740991."
-        amount: Float!
-      }
-      type HubWithdrawPayload {
-        withdrawalRequest: HubWithdrawalRequest
-        withdrawal: HubWithdrawal
-      }
-      input HubSetCasinoTransfersInput {
-        casinoId: UUID!
-        "Connector kind: http (built in) or one given in ServerOptions.transfers.connectors. Default http."
-        connector: String
-        "The casino's transfer URL; default <baseUrl>/hub/transfers."
-        url: String
-        "Fetch incoming transfers from the casino (default true); false: deposits arrive only by hubRecordDeposit."
-        poll: Boolean
-        "Fetch the casino's take requests (default false); they may also arrive by hubRecordTakeRequest."
-        takeRequests: Boolean
-      }
-      input HubRecordTakeRequestInput {
-        casinoId: UUID!
-        "The casino's id of the take request: the hub acts on each once."
-        mpTakeRequestId: UUID!
-        "The player's name at the casino."
-        uname: String!
-        "The experience's name."
-        experience: String!
-        currencyKey: String!
-        "Whole base units, from 1 to 9007199254740991; null: the player's whole balance."
-        amount: Float
-      }
-      type HubRecordTakeRequestPayload {
-        takeRequest: HubTakeRequest
-        "false when this take request was already received: nothing was reserved this time."
-        created: Boolean!
-      }
-      type HubSetCasinoTransfersPayload {
-        casinoId: UUID!
-      }
-      input HubWithdrawalActionInput {
-        withdrawalRequestId: UUID!
-      }
-      type HubTransferJobPayload {
-        transferJob: HubTransferJob
-      }
-      type HubRefundWithdrawalPayload {
-        withdrawal: HubWithdrawal
-      }
-      extend type Mutation {
-        "Operators (a casino backend): credit a deposit the casino reports, once per (casinoId, mpTransferId)."
-        hubRecordDeposit(input: HubRecordDepositInput!): HubRecordDepositPayload!
-        "A player: move amount from the balance back to the casino; the hub sends it and retries until the casino answers."
-        hubWithdraw(input: HubWithdrawInput!): HubWithdrawPayload!
-        "Operators (a casino backend): the casino asks the hub to take a player's funds back; reserved (or rejected) once per mpTakeRequestId."
-        hubRecordTakeRequest(input: HubRecordTakeRequestInput!): HubRecordTakeRequestPayload!
-        "Operators: how the hub exchanges transfers with a casino."
-        hubSetCasinoTransfers(input: HubSetCasinoTransfersInput!): HubSetCasinoTransfersPayload!
-        "Operators: make a pending withdrawal due now instead of at its next attempt time."
-        hubRetryWithdrawal(input: HubWithdrawalActionInput!): HubTransferJobPayload!
-        "Operators: give a stuck withdrawal back to the balance, only when the casino says it never applied it (or refused it)."
-        hubRefundWithdrawal(input: HubWithdrawalActionInput!): HubRefundWithdrawalPayload!
-      }
-    `,
+    typeDefs: TRANSFER_TYPE_DEFS,
     objects: {
       Mutation: {
         plans: {
@@ -253,60 +358,7 @@ export const HubTransfersPlugin = extendSchema((build) => {
             });
           },
           hubRecordTakeRequest: (_parent, fieldArgs) => recordTakeRequestPlan(fieldArgs.getRaw("input"), runtime, log),
-          hubSetCasinoTransfers(_parent, fieldArgs) {
-            return sideEffect([fieldArgs.getRaw("input"), context().get("identity"), context().get("superuserPool")], async ([raw, identity, pool]) => {
-              operatorActor(identity);
-              const input = raw as { casinoId: string; connector?: string | null; url?: string | null; poll?: boolean | null; takeRequests?: boolean | null };
-              const casinoId = uuidArg("casinoId", input.casinoId);
-              const connector = input.connector ?? "http";
-              if (connector !== "http" && !runtime.options.connectors[connector]) {
-                throw clientError(ErrorCode.BAD_USER_INPUT, `connector must be "http" or one of ServerOptions.transfers.connectors (${Object.keys(runtime.options.connectors).join(", ") || "none configured"}); received ${describeValue(connector)}.`);
-              }
-              if (input.url != null && "expected" in parse.httpUrl(input.url)) {
-                throw clientError(ErrorCode.BAD_USER_INPUT, `url must be an http:// or https:// URL; received ${describeValue(input.url)}.`);
-              }
-              const poll = input.poll ?? true;
-              const takeRequests = input.takeRequests ?? false;
-              if (takeRequests && connector !== "http") {
-                const probe = runtime.options.connectors[connector]!({ casinoId, url: input.url ?? null, apiKey: null, timeoutMs: runtime.options.requestTimeoutMs });
-                if (!probe.fetchTakeRequests || !probe.transferTake || !probe.lookupTake || !probe.rejectTake) {
-                  throw clientError(ErrorCode.TAKE_REQUESTS_NOT_SUPPORTED, `takeRequests: true needs a connector with fetchTakeRequests, transferTake, lookupTake and rejectTake; the connector ${describeValue(connector)} lacks some of them.`);
-                }
-              }
-              return guarded(log, () =>
-                withPgPoolTransaction(pool, async (client) => {
-                  const { rows } = await client.query<{ base_url: string | null }>("select base_url from hub.casino where id = $1", [casinoId]);
-                  if (!rows[0]) throw clientError(ErrorCode.UNKNOWN_CASINO, `No casino has the id ${casinoId}.`);
-                  if (connector === "http" && input.url == null && rows[0].base_url === null) {
-                    throw clientError(ErrorCode.TRANSFERS_NOT_CONFIGURED, `Casino ${casinoId} has no base URL, so the http connector has nowhere to go: give url (its transfer endpoint).`);
-                  }
-                  await client.query(
-                    `insert into hub.casino_transfer_config (casino_id, connector, url, poll, take_requests) values ($1, $2, $3, $4, $5)
-                     on conflict (casino_id) do update set connector = excluded.connector, url = excluded.url, poll = excluded.poll, take_requests = excluded.take_requests, updated_at = now()`,
-                    [casinoId, connector, input.url ?? null, poll, takeRequests],
-                  );
-                  await client.query(
-                    takeRequests
-                      ? `insert into hub.transfer_job (kind, casino_id) values ('TAKE_POLL', $1)
-                         on conflict (casino_id) where kind = 'TAKE_POLL' do update set status = 'PENDING', next_attempt_at = now(), updated_at = now()`
-                      : "update hub.transfer_job set status = 'DONE', updated_at = now() where kind = 'TAKE_POLL' and casino_id = $1",
-                    [casinoId],
-                  );
-                  if (poll) {
-                    await client.query(
-                      `insert into hub.transfer_job (kind, casino_id) values ('POLL', $1)
-                       on conflict (casino_id) where kind = 'POLL' do update set status = 'PENDING', next_attempt_at = now(), updated_at = now()`,
-                      [casinoId],
-                    );
-                  } else {
-                    await client.query("update hub.transfer_job set status = 'DONE', updated_at = now() where kind = 'POLL' and casino_id = $1", [casinoId]);
-                  }
-                  runtime.wake();
-                  return { casinoId };
-                }),
-              );
-            });
-          },
+          hubSetCasinoTransfers: (_parent, fieldArgs) => setCasinoTransfersPlan(fieldArgs.getRaw("input"), runtime, log),
           hubRetryWithdrawal(_parent, fieldArgs) {
             const $result = sideEffect([fieldArgs.getRaw("input"), context().get("identity"), context().get("superuserPool")], async ([raw, identity, pool]) => {
               operatorActor(identity);
@@ -323,52 +375,7 @@ export const HubTransfersPlugin = extendSchema((build) => {
             });
             return $result;
           },
-          hubRefundWithdrawal(_parent, fieldArgs) {
-            return sideEffect([fieldArgs.getRaw("input"), context().get("identity"), context().get("superuserPool")], async ([raw, identity, pool]) => {
-              const actor = operatorActor(identity);
-              const requestId = uuidArg("withdrawalRequestId", (raw as { withdrawalRequestId: unknown }).withdrawalRequestId);
-              return guarded(log, () =>
-                withPgPoolTransaction(pool, async (client) => {
-                  // Holding the item's lock keeps every worker from sending it meanwhile.
-                  const job = await lockedJob(client, requestId);
-                  const { rows } = await client.query<{ open: boolean; expires_at: Date }>(
-                    "select expires_at + $2 * interval '1 millisecond' > now() as open, expires_at from hub_hidden.withdrawal_send_window where withdrawal_request_id = $1",
-                    [requestId, runtime.options.clockSkewMs],
-                  );
-                  if (rows[0]?.open) {
-                    // Sending stops until the window has closed, so that a refund asked again then can be decided.
-                    const { rows: paused } = await client.query<{ until: Date }>(
-                      `update hub.transfer_job set next_attempt_at = greatest(next_attempt_at, $2::timestamptz + $3 * interval '1 millisecond'), updated_at = now()
-                        where id = $1 returning next_attempt_at as until`,
-                      [job.id, rows[0].expires_at, runtime.options.clockSkewMs + 100],
-                    );
-                    return {
-                      refusal: `Withdrawal ${requestId} was not refunded: its last send may still reach the casino until ${rows[0].expires_at.toISOString()} (plus ${runtime.options.clockSkewMs} ms of allowed clock difference). Sending is paused until ${paused[0]!.until.toISOString()}: ask again after that.`,
-                    };
-                  }
-                  const connector = await connectorForCasino(client, job.casino_id, runtime.options);
-                  let found;
-                  try {
-                    found = await connector.lookup(requestId);
-                  } catch (error) {
-                    if (!(error instanceof OutcomeUnknownError)) throw error;
-                    throw clientError(ErrorCode.CASINO_UNREACHABLE, `Withdrawal ${requestId} was not refunded: the casino could not say whether it applied it (${error.message}).`);
-                  }
-                  const w = (await loadWithdrawal(client, requestId))!;
-                  if (found.status === "COMPLETED") {
-                    await completeWithdrawal(client, requestId, found.mpTransferId);
-                    // The completion is recorded (committed below) even though the refund is refused.
-                    return { refusal: `Withdrawal ${requestId} was not refunded: the casino applied it as its transfer ${found.mpTransferId}; it is now recorded as COMPLETED.` };
-                  }
-                  await refundWithdrawal(client, w, actor, found.status === "REFUSED" ? `the casino refused it: ${found.reason}` : "the casino never applied it (operator refund)");
-                  return { withdrawalId: requestId };
-                }),
-              ).then((result) => {
-                if ("refusal" in result) throw clientError(ErrorCode.TRANSFER_REFUND_UNSAFE, result.refusal!);
-                return result;
-              });
-            });
-          },
+          hubRefundWithdrawal: (_parent, fieldArgs) => refundWithdrawalPlan(fieldArgs.getRaw("input"), runtime, log),
         },
       },
       HubRecordDepositPayload: {
