@@ -6,6 +6,7 @@ import path from "node:path";
 import { execFileSync } from "node:child_process";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { createPlayer, startTestServer, type TestServer } from "@hubpkg/hub/test";
+import { signedInPage } from "./helpers/dashboard.js";
 import { startSimCasino, type SimCasino } from "./helpers/sim-casino.js";
 import { addSimCasino, FAST_TRANSFERS, ok, waitFor } from "./helpers/transfers.js";
 
@@ -52,17 +53,8 @@ t.teardown(async () => {
 });
 
 const pageErrors: string[] = [];
-async function signedIn(t: Tap.Test, width = 1280): Promise<Page> {
-  const context = await browser.newContext({ viewport: { width, height: 900 }, deviceScaleFactor: 1 });
-  t.teardown(() => context.close());
-  const page = await context.newPage();
-  page.on("dialog", (d) => void d.dismiss());
-  page.on("pageerror", (e) => pageErrors.push(e.message));
-  await page.goto(`${hub.url}/admin/`);
-  await page.fill('input[name="apiKey"]', operatorKey);
-  await page.click('button[type="submit"]');
-  await page.locator("nav").waitFor();
-  return page;
+function signedIn(t: Tap.Test, width = 1280): Promise<Page> {
+  return signedInPage(t, browser, hub.url, operatorKey, pageErrors, width);
 }
 
 const TAKE = "query($id: UUID!) { hubTakeRequestByMpTakeRequestId(mpTakeRequestId: $id) { status } }";

@@ -5,41 +5,13 @@
  * with the simulated casino's ledger and the hub's agreeing to the unit.
  */
 import "./helpers/env.js";
-import path from "node:path";
-import t, { type Test } from "tap";
-import { startTestServer } from "@hubpkg/hub/test";
-import { ROOT, startServerProcess, type ServerProcess } from "./helpers/process.js";
+import t from "tap";
 import { tmpDir } from "./helpers/tmp.js";
-import { startSimCasino, type SimCasino } from "./helpers/sim-casino.js";
-import { addSimCasino, ok, reconcile, waitFor } from "./helpers/transfers.js";
+import { casinoAndDatabase, hubProcess, settled } from "./helpers/transfer-processes.js";
+import type { SimCasino } from "./helpers/sim-casino.js";
+import { ok, waitFor } from "./helpers/transfers.js";
 
 const DEPOSIT = "mutation($i: HubRecordDepositInput!) { hubRecordDeposit(input: $i) { created } }";
-
-function hubProcess(t: Test, urls: { databaseUrl: string; superuserDatabaseUrl: string }, dir: string): Promise<ServerProcess> {
-  return startServerProcess({
-    HUB_DATA_DIR: path.join(dir, "unused"),
-    DATABASE_URL: urls.databaseUrl,
-    SUPERUSER_DATABASE_URL: urls.superuserDatabaseUrl,
-    HUB_CONFIG: path.join(ROOT, "test/fixtures/config-transfers.mjs"),
-  }).then((p) => {
-    t.teardown(() => {
-      if (p.child.exitCode === null) p.child.kill("SIGKILL");
-    });
-    return p;
-  });
-}
-
-/** The casino and a test server that holds the database and answers GraphQL; the workers run in the hub processes. */
-async function casinoAndDatabase(t: Test, takeRequests: boolean) {
-  const casino = await startSimCasino();
-  t.teardown(() => casino.close());
-  const server = await startTestServer({ transfers: { worker: false } });
-  t.teardown(() => server.stop());
-  const { apiKey } = await server.authenticateOperator();
-  const operator = { authorization: `apikey:${apiKey}` };
-  const casinoId = await addSimCasino(server.url, operator, casino, { poll: false, takeRequests });
-  return { casino, server, operator, casinoId };
-}
 
 async function deposit(url: string, operator: Record<string, string>, casino: SimCasino, casinoId: string, uname: string, amount: number) {
   casino.fund(uname, "BTC", amount);
@@ -47,21 +19,9 @@ async function deposit(url: string, operator: Record<string, string>, casino: Si
   await ok(url, operator, DEPOSIT, { i: { casinoId, mpTransferId, uname, experience: "main", currencyKey: "BTC", amount } });
 }
 
-async function settled(t: Test, superuserUrl: string, casinoId: string, casino: SimCasino) {
-  const result = await waitFor("every transfer settled", 30_000, async () => {
-    const r = await reconcile(superuserUrl, casinoId, casino);
-    return r.pending === 0 && r.problems.length === 0 ? r : undefined;
-  }).catch(async (error: Error) => {
-    t.comment(JSON.stringify(await reconcile(superuserUrl, casinoId, casino).catch((e: Error) => e.message)));
-    throw error;
-  });
-  t.same(result.problems, [], "the casino's ledger and the hub's agree to the unit; every balance equals its ledger sum");
-  t.equal(result.pending, 0, "nothing is pending");
-}
-
 t.test("SIGKILL of the hub after the casino applied a take request's transfer and before the hub recorded it: after a restart it completes exactly once", async (t) => {
   const dir = tmpDir(t, "hub-take-kill-");
-  const { casino, server, operator, casinoId } = await casinoAndDatabase(t, false);
+  const { casino, server, operator, casinoId } = await casinoAndDatabase(t, { poll: false, takeRequests: false });
   await deposit(server.url, operator, casino, casinoId, "alice", 1000);
 
   const first = await hubProcess(t, server, dir);
@@ -95,7 +55,7 @@ t.test("SIGKILL of the hub after the casino applied a take request's transfer an
 
 t.test("two hub processes fetching the same casino's take requests, each delivered twice: each reserved once and transferred once", async (t) => {
   const dir = tmpDir(t, "hub-take-two-");
-  const { casino, server, operator, casinoId } = await casinoAndDatabase(t, true);
+  const { casino, server, operator, casinoId } = await casinoAndDatabase(t, { poll: false, takeRequests: true });
   const players = ["p1", "p2", "p3"];
   for (const p of players) await deposit(server.url, operator, casino, casinoId, p, 10_000);
   casino.duplicateIncoming = true;
@@ -110,6 +70,9 @@ t.test("two hub processes fetching the same casino's take requests, each deliver
   casino.requestTake("p1", "BTC", 1_000_000);
   casino.requestTake("p2", "BTC", null);
   await waitFor("every take request settled at the casino", 30_000, async () => casino.takes.every((x) => x.status !== "PENDING"));
+  // The casino settles a transfer before the hub has recorded its answer.
+  const processing = "select count(*)::int as n from hub.take_request where status = 'PROCESSING'";
+  await waitFor("every take request's answer recorded by the hub", 30_000, async () => (await server.dbPool.query<{ n: number }>(processing)).rows[0]!.n === 0);
   const { rows } = await server.dbPool.query<{ n: number; reserved: number }>("select count(*)::int as n, sum(reserved_amount)::float8 as reserved from hub.take_request where status = 'COMPLETED'");
   const p2Rest = 10_000 - casino.takes.filter((x) => x.uname === "p2" && x.amount !== null).reduce((s, x) => s + x.amount!, 0);
   t.same(rows[0], { n: 31, reserved: asked + p2Rest }, "31 completed, each for its amount (the take of everything for p2's rest)");

@@ -7,67 +7,24 @@
  */
 import "./helpers/env.js";
 import path from "node:path";
-import t, { type Test } from "tap";
+import t from "tap";
 import pg from "pg";
 import { startAndListen } from "@hubpkg/hub";
-import { startTestServer } from "@hubpkg/hub/test";
 import { gql } from "./helpers/http.js";
-import { ROOT, startServerProcess, type ServerProcess } from "./helpers/process.js";
 import { makeOperator } from "./helpers/credentials.js";
 import { createSession, ensureUserAndExperience } from "../dist/src/auth/credentials.js";
 import { tmpDir } from "./helpers/tmp.js";
+import { casinoAndDatabase, hubProcess, settled } from "./helpers/transfer-processes.js";
 import { startExternalPostgres } from "./helpers/external-postgres.js";
 import { startSimCasino } from "./helpers/sim-casino.js";
-import { addSimCasino, FAST_TRANSFERS, ok, reconcile, sleep, waitFor } from "./helpers/transfers.js";
+import { addSimCasino, FAST_TRANSFERS, ok, sleep, waitFor } from "./helpers/transfers.js";
 
 const WITHDRAW = "mutation($a: Float!) { hubWithdraw(input: { currencyKey: \"BTC\", amount: $a }) { withdrawalRequest { id } } }";
 const RECORD = "mutation($i: HubRecordDepositInput!) { hubRecordDeposit(input: $i) { created } }";
 
-function hubProcess(t: Test, urls: { databaseUrl: string; superuserDatabaseUrl: string }, dir: string): Promise<ServerProcess> {
-  return startServerProcess({
-    HUB_DATA_DIR: path.join(dir, "unused"),
-    DATABASE_URL: urls.databaseUrl,
-    SUPERUSER_DATABASE_URL: urls.superuserDatabaseUrl,
-    HUB_CONFIG: path.join(ROOT, "test/fixtures/config-transfers.mjs"),
-  }).then((p) => {
-    t.teardown(() => {
-      if (p.child.exitCode === null) p.child.kill("SIGKILL");
-    });
-    return p;
-  });
-}
-
-async function settled(t: Test, superuserUrl: string, casinoId: string, casino: Awaited<ReturnType<typeof startSimCasino>>, timeoutMs = 20_000) {
-  const result = await waitFor("every transfer settled", timeoutMs, async () => {
-    const r = await reconcile(superuserUrl, casinoId, casino);
-    return r.pending === 0 && r.problems.length === 0 ? r : undefined;
-  }).catch(async (error: Error) => {
-    t.comment(JSON.stringify(await reconcile(superuserUrl, casinoId, casino).catch((e: Error) => e.message)));
-    throw error;
-  });
-  t.same(result.problems, [], "the casino's ledger and the hub's agree to the unit; every balance equals its ledger sum");
-  t.equal(result.pending, 0, "nothing is pending");
-  return result;
-}
-
-/**
- * A simulated casino and a test server that only holds the database and answers GraphQL (the workers run in
- * the hub processes the test starts), with the casino added by an operator.
- */
-async function casinoAndDatabase(t: Test, poll: boolean) {
-  const casino = await startSimCasino();
-  t.teardown(() => casino.close());
-  const server = await startTestServer({ transfers: { worker: false } });
-  t.teardown(() => server.stop());
-  const { apiKey } = await server.authenticateOperator();
-  const operator = { authorization: `apikey:${apiKey}` };
-  const casinoId = await addSimCasino(server.url, operator, casino, { poll });
-  return { casino, server, operator, casinoId };
-}
-
 t.test("SIGKILL of the hub after the casino applied a withdrawal and before the hub recorded it: after a restart it completes exactly once", async (t) => {
   const dir = tmpDir(t, "hub-transfers-kill-");
-  const { casino, server, operator, casinoId } = await casinoAndDatabase(t, false);
+  const { casino, server, operator, casinoId } = await casinoAndDatabase(t, { poll: false });
   casino.fund("alice", "BTC", 1000);
   const mp = casino.deposit("alice", "BTC", 1000);
   await ok(server.url, operator, RECORD, { i: { casinoId, mpTransferId: mp, uname: "alice", experience: "main", currencyKey: "BTC", amount: 1000 } });
@@ -104,7 +61,7 @@ t.test("SIGKILL of the hub after the casino applied a withdrawal and before the 
 
 t.test("two hub processes on one database polling the same casino: every transfer credited once, every withdrawal paid once", async (t) => {
   const dir = tmpDir(t, "hub-transfers-two-");
-  const { casino, server, operator, casinoId } = await casinoAndDatabase(t, true);
+  const { casino, server, operator, casinoId } = await casinoAndDatabase(t, { poll: true });
   const hubs = await Promise.all([hubProcess(t, server, dir), hubProcess(t, server, dir)]);
   casino.duplicateIncoming = true;
 
