@@ -31,6 +31,7 @@ import { listenFailed, schemaBuildFailed } from "./startup-errors.js";
 import { resolveTransferOptions } from "./transfers/options.js";
 import { registerWorker, setTransferOptions } from "./transfers/runtime.js";
 import { startTransferWorker } from "./transfers/worker.js";
+import { startBankrollSweep } from "./money/fold.js";
 
 export interface RunningServer {
   port: number;
@@ -154,6 +155,10 @@ export async function startAndListen(
     await warnAboutGrants(pools.superuser, options.extraPgSchemas ?? [], log);
     setSuperuserPool(pools.superuser);
     cleanup.push(async () => clearSuperuserPool(pools.superuser));
+    // Bets' house sides left pending by an earlier run are folded before the first request.
+    const sweep = startBankrollSweep(pools.superuser, (error) => log.warn({ err: error }, "folding pending bets into the bankroll failed; retrying in 1 s"));
+    cleanup.push(() => sweep.stop());
+    await sweep.first;
     // Deposits and withdrawals with casinos: every instance runs a worker on the shared outbox.
     const transfers = resolveTransferOptions(options.transfers);
     setTransferOptions(transfers);
