@@ -137,16 +137,18 @@ $fn$;
 
 /*
  * One bet's money, as hub_hidden.settle_bet (0017) describes it, with one
- * difference when p_use_slots: if a slot with enough cover and room is free,
- * the bet settles against it and its house side waits in
- * hub_hidden.bankroll_pending (answered as pending_bankroll, to fold after the
- * commit); else, if the bankroll row is free, the bet settles on it directly;
- * else the bet waits for the row and, holding it, gives a slot a share of
- * the free cover (at most 64 slots) and settles against that slot, so the
- * bets after it need not wait. Without p_use_slots every bet settles
- * directly, as before. Either way the free cover is amount − what slots hold
- * (bankroll_reserved); when short, pending rows are folded and idle slots
- * released before refusing.
+ * difference when p_use_slots, in this order: (1) a free slot (not locked)
+ * with enough cover and room: the bet settles against it and its house side
+ * waits in hub_hidden.bankroll_pending (answered as pending_bankroll, to fold
+ * after the commit); (2) when the free cover looks short (read without
+ * locks) and a slot holds enough, the bet waits for that slot, as bets waited
+ * for the row before; (3) the bankroll row free: the bet settles on it
+ * directly; (4) else the bet waits for the row and, holding it, gives a slot
+ * a share of the free cover (at most 64 slots) and settles against that
+ * slot, so the bets after it need not wait. Without p_use_slots every bet
+ * settles directly, as before. Either way the free cover is amount − what
+ * slots hold (bankroll_reserved); when short, pending rows are folded and
+ * idle slots released before refusing.
  */
 create function hub_hidden.settle_bet_shared(
   p_user_id uuid, p_casino_id uuid, p_experience_id uuid, p_currency_key text,
@@ -197,6 +199,19 @@ begin
                     where y.bankroll_id = v_bankroll_id and y.cover >= v_need and y.room >= v_gain
                     order by y.id limit 1 for update skip locked)
     returning s.id into v_slot;
+    -- Near the edge (by a reading without locks) the cover is in slots: wait for one, as bets
+    -- waited for the row before. Only a transaction holding no slot waits for one, so two
+    -- transactions never wait for each other's slots.
+    if v_slot is null and hub_hidden.ledger_setting('hub.bankroll_slot_held') is null then
+      select r.amount - x.cover into v_free from hub.bankroll r, hub_hidden.bankroll_reserved(v_bankroll_id) x where r.id = v_bankroll_id;
+      if v_free < v_need then
+        update hub_hidden.bankroll_slot s set cover = s.cover + v_delta, room = s.room - v_delta, used_at = now()
+         where s.id = (select y.id from hub_hidden.bankroll_slot y
+                        where y.bankroll_id = v_bankroll_id and y.cover >= v_need and y.room >= v_gain
+                        order by y.id limit 1 for update)
+        returning s.id into v_slot;
+      end if;
+    end if;
     if v_slot is null then
       perform 1 from hub.bankroll r where r.id = v_bankroll_id for update skip locked;
       if not found then
@@ -245,6 +260,7 @@ begin
            wagered = least(r.wagered + p_wager, 9007199254740991), expected_value = r.expected_value + p_expected_value
      where r.id = v_bankroll_id;
   else
+    perform set_config('hub.bankroll_slot_held', 'yes', true);
     insert into hub_hidden.bankroll_pending (bankroll_id, slot_id, bet_id, delta, counted, wagered, expected_value, actor, reason)
     values (v_bankroll_id, v_slot, p_bet_id, v_delta, (p_wager > 0)::int, p_wager, p_expected_value, p_actor, p_reason);
   end if;
