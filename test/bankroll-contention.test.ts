@@ -336,8 +336,8 @@ t.test("dbSettleBet: 200 bets at once at the edge of the bankroll, three times: 
       if ("refused" in a) refusals.set(a.refused, (refusals.get(a.refused) ?? 0) + 1);
       else nets.push(a.net);
     }
-    const [{ negative }] = (await hub.dbPool.query<{ negative: number }>(
-      "select count(*)::int as negative from hub_hidden.bankroll_slot s join hub.bankroll r on r.id = s.bankroll_id where r.casino_id = $1 and r.currency_key = $2 and (s.cover < 0 or s.room < 0)", [casinoId, CURRENCY])).rows;
+    const { negative } = (await hub.dbPool.query<{ negative: number }>(
+      "select count(*)::int as negative from hub_hidden.bankroll_slot s join hub.bankroll r on r.id = s.bankroll_id where r.casino_id = $1 and r.currency_key = $2 and (s.cover < 0 or s.room < 0)", [casinoId, CURRENCY])).rows[0]!;
     t.equal(negative, 0, `round ${round + 1}: no slot below 0`);
   }
   t.comment(`${nets.length} accepted (${nets.filter((n) => n > 0).length} won), refused: ${JSON.stringify(Object.fromEntries(refusals))}`);
