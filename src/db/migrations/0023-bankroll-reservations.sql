@@ -142,10 +142,12 @@ $fn$;
  * waits in hub_hidden.bankroll_pending (answered as pending_bankroll, to fold
  * after the commit); (2) when the free cover looks short (read without
  * locks) and a slot holds enough, the bet waits for that slot, as bets waited
- * for the row before; (3) the bankroll row free: the bet settles on it
- * directly; (4) else the bet waits for the row and, holding it, gives a slot
- * a share of the free cover (at most 64 slots) and settles against that
- * slot, so the bets after it need not wait. Without p_use_slots every bet
+ * for the row before; (3) the bankroll row free and no slot holding cover
+ * (no recent contention): the bet settles on it directly; (4) else the bet
+ * waits for the row and, holding it, gives a slot a 64th of the free cover
+ * (at most 64 slots) and settles against that slot, so the bets after it
+ * need not wait; or, when its cover is more than that 64th (near the
+ * edge), settles on the row. Without p_use_slots every bet
  * settles directly, as before. Either way the free cover is amount − what
  * slots hold (bankroll_reserved); when short, pending rows are folded and
  * idle slots released before refusing.
@@ -168,6 +170,7 @@ declare
   v_gain float8 := greatest(p_wager - p_payout, 0);
   v_slot bigint;
   v_waited boolean := false;
+  v_direct boolean;
   v_free float8;
   v_free_room float8;
   v_cover float8;
@@ -213,8 +216,14 @@ begin
       end if;
     end if;
     if v_slot is null then
-      perform 1 from hub.bankroll r where r.id = v_bankroll_id for update skip locked;
-      if not found then
+      -- Directly on the row only while no slot holds cover (no recent contention): a bet on the
+      -- row holds it to its commit, and the folds that answer the slots' bets would wait for it.
+      v_direct := false;
+      if not exists (select 1 from hub_hidden.bankroll_slot y where y.bankroll_id = v_bankroll_id and (y.cover > 0 or y.room > 0)) then
+        perform 1 from hub.bankroll r where r.id = v_bankroll_id for update skip locked;
+        v_direct := found;
+      end if;
+      if not v_direct then
         perform 1 from hub.bankroll r where r.id = v_bankroll_id for update;
         v_waited := true;
       end if;
@@ -238,7 +247,9 @@ begin
     end if;
     if v_free < v_need then return query select 'no-cover'::text, v_amount, null::uuid; return; end if;
     if v_free_room < v_gain then return query select 'bankroll-overflow'::text, v_amount, null::uuid; return; end if;
-    if v_waited then
+    -- A slot only where the bankroll is large against the bet: near its edge one bet's cover is most
+    -- of what is free, and a bet on the row, as before slots, lets the next bet use what it leaves.
+    if v_waited and floor(v_free / 64) >= v_need then
       v_cover := least(v_free, greatest(v_need, floor(v_free / 64)));
       v_room := least(v_free_room, greatest(v_gain, floor(v_free_room / 64)));
       update hub_hidden.bankroll_slot s set cover = s.cover + v_cover + v_delta, room = s.room + v_room - v_delta, used_at = now()
