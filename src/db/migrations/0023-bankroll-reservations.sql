@@ -114,7 +114,7 @@ begin
   for y in
     select s.id from hub_hidden.bankroll_slot s
      where s.bankroll_id = p_bankroll_id and (s.cover > 0 or s.room > 0) and s.used_at <= now() - p_idle
-     order by s.id for update skip locked
+     order by s.id for no key update skip locked
   loop
     -- Checked once the slot is locked: every bet on it has committed by now, so its pending rows are visible.
     if not exists (select 1 from hub_hidden.bankroll_pending q where q.slot_id = y.id) then
@@ -129,7 +129,7 @@ $fn$;
 create function hub_hidden.fold_bankroll(p_bankroll_id uuid, p_idle interval default interval '2 seconds')
 returns integer language plpgsql as $fn$
 begin
-  perform 1 from hub.bankroll r where r.id = p_bankroll_id for update;
+  perform 1 from hub.bankroll r where r.id = p_bankroll_id for no key update;
   if not found then return 0; end if;
   return hub_hidden.fold_bankroll_locked(p_bankroll_id, 10000, p_idle);
 end
@@ -200,7 +200,7 @@ begin
     update hub_hidden.bankroll_slot s set cover = s.cover + v_delta, room = s.room - v_delta, used_at = now()
      where s.id = (select y.id from hub_hidden.bankroll_slot y
                     where y.bankroll_id = v_bankroll_id and y.cover >= v_need and y.room >= v_gain
-                    order by y.id limit 1 for update skip locked)
+                    order by y.id limit 1 for no key update skip locked)
     returning s.id into v_slot;
     -- Near the edge (by a reading without locks) the cover is in slots: wait for one, as bets
     -- waited for the row before. Only a transaction holding no slot waits for one, so two
@@ -211,7 +211,7 @@ begin
         update hub_hidden.bankroll_slot s set cover = s.cover + v_delta, room = s.room - v_delta, used_at = now()
          where s.id = (select y.id from hub_hidden.bankroll_slot y
                         where y.bankroll_id = v_bankroll_id and y.cover >= v_need and y.room >= v_gain
-                        order by y.id limit 1 for update)
+                        order by y.id limit 1 for no key update)
         returning s.id into v_slot;
       end if;
     end if;
@@ -220,16 +220,16 @@ begin
       -- row holds it to its commit, and the folds that answer the slots' bets would wait for it.
       v_direct := false;
       if not exists (select 1 from hub_hidden.bankroll_slot y where y.bankroll_id = v_bankroll_id and (y.cover > 0 or y.room > 0)) then
-        perform 1 from hub.bankroll r where r.id = v_bankroll_id for update skip locked;
+        perform 1 from hub.bankroll r where r.id = v_bankroll_id for no key update skip locked;
         v_direct := found;
       end if;
       if not v_direct then
-        perform 1 from hub.bankroll r where r.id = v_bankroll_id for update;
+        perform 1 from hub.bankroll r where r.id = v_bankroll_id for no key update;
         v_waited := true;
       end if;
     end if;
   else
-    perform 1 from hub.bankroll r where r.id = v_bankroll_id for update;
+    perform 1 from hub.bankroll r where r.id = v_bankroll_id for no key update;
   end if;
 
   if v_slot is null then
@@ -254,7 +254,7 @@ begin
       v_room := least(v_free_room, greatest(v_gain, floor(v_free_room / 64)));
       update hub_hidden.bankroll_slot s set cover = s.cover + v_cover + v_delta, room = s.room + v_room - v_delta, used_at = now()
        where s.id = (select y.id from hub_hidden.bankroll_slot y where y.bankroll_id = v_bankroll_id
-                      order by y.cover, y.id limit 1 for update skip locked)
+                      order by y.cover, y.id limit 1 for no key update skip locked)
       returning s.id into v_slot;
       if v_slot is null and (select count(*) from hub_hidden.bankroll_slot y where y.bankroll_id = v_bankroll_id) < 64 then
         insert into hub_hidden.bankroll_slot (bankroll_id, cover, room) values (v_bankroll_id, v_cover + v_delta, v_room - v_delta)
@@ -310,7 +310,7 @@ begin
   perform hub_hidden.ledger_check_currency('adjust_bankroll', adjust_bankroll.casino_id, adjust_bankroll.currency_key);
   select * into existing from hub.bankroll b
    where b.casino_id = adjust_bankroll.casino_id and b.currency_key = adjust_bankroll.currency_key
-   for update;
+   for no key update;
   if found then
     -- Pending bets folded and idle slots released, so the check below sees what is truly free.
     perform hub_hidden.fold_bankroll_locked(existing.id, 10000, interval '0');
