@@ -54,7 +54,10 @@ comment on table hub_hidden.bankroll_slot is E'A share of a house bankroll''s co
 
 create table hub_hidden.bankroll_pending (
   id bigint generated always as identity primary key,
-  bankroll_id uuid not null references hub.bankroll(id),
+  -- No foreign key to hub.bankroll: its KEY SHARE check would wait for a fold's updates of the
+  -- bankroll row to commit. The slot's key ties the row to its bankroll (a bankroll with pending
+  -- rows cannot be deleted: its slots cannot).
+  bankroll_id uuid not null,
   slot_id bigint not null references hub_hidden.bankroll_slot(id),
   bet_id uuid not null,
   -- The house's side of the bet: wager − payout.
