@@ -37,9 +37,11 @@
  * between the two leaves committed pending rows that the next fold (the next
  * busy bet, the next server's start, its periodic sweep) applies exactly once.
  *
- * Locks, in the hub's one order: balance, then a slot (taken with skip locked:
- * never waited for), then the bankroll; slots are released and pending rows
- * taken only with skip locked, and the reserve row only under the bankroll's lock.
+ * Locks, in the hub's one order: balance, then a slot, then the bankroll. A
+ * slot is waited for only by a transaction that holds none (else taken with
+ * skip locked); slots are released and pending rows taken only with skip
+ * locked. Bankroll and slot rows are locked FOR NO KEY UPDATE, which a slot's
+ * foreign key check (KEY SHARE) does not wait for.
  */
 
 create table hub_hidden.bankroll_slot (
