@@ -154,6 +154,251 @@ const unionPlan = {
   },
 };
 
+/** Take the wager and open a climb, once the risk policy accepts its top floor's payout. */
+async function startTower(options: TowerPluginOptions, pool: Pool, player: Player, input: { wager: number; currency: string }): Promise<StartResult> {
+  const field = "startTower";
+  const { maxFloor, riskPolicy } = options;
+  const { wager, currency } = input;
+  if (!Number.isSafeInteger(wager) || wager < 1) {
+    throw refuse(field, `the wager must be a whole number of base units of at least 1; received ${wager}.`, ErrorCode.INVALID_AMOUNT);
+  }
+  return withPgPoolTransaction(pool, async (pgClient) => {
+    // As last committed, unlocked, for the risk policy: dbSettleBet checks
+    // the funds and the bankroll's cover again under its locks.
+    const unit = (
+      await pgClient.query<{ display_unit_name: string; display_unit_scale: number; bankroll: number | null; balance: number | null }>(
+        `select c.display_unit_name, c.display_unit_scale, r.amount as bankroll, b.amount as balance
+           from hub.currency c
+           left join hub.bankroll r on r.casino_id = c.casino_id and r.currency_key = c.key
+           left join hub.balance b on b.user_id = $3 and b.experience_id = $4 and b.currency_key = c.key and b.casino_id = c.casino_id
+          where c.key = $1 and c.casino_id = $2`,
+        [currency, player.casinoId, player.userId, player.experienceId],
+      )
+    ).rows[0];
+    if (!unit) throw refuse(field, `unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`, ErrorCode.UNKNOWN_CURRENCY);
+    if (unit.bankroll === null) throw refuse(field, `the house has no bankroll in ${currency}.`, ErrorCode.UNKNOWN_CURRENCY);
+    if (unit.balance === null || unit.balance < wager) {
+      throw refuse(field, `the wager is ${wager} ${currency} but the balance is ${unit.balance ?? 0} ${currency}.`, ErrorCode.INSUFFICIENT_FUNDS);
+    }
+    // The whole climb is checked now: the top floor's payout is the most it can pay.
+    const maxPotentialPayout = towerPayout(wager, maxFloor);
+    const risk = validateRisk({
+      type: "validate-bet",
+      currency,
+      wager,
+      bankroll: unit.bankroll,
+      riskLimits: riskPolicy ?? (({ bankroll }) => ({ maxPayout: bankroll })),
+      maxPotentialPayout,
+      displayUnitName: unit.display_unit_name,
+      displayUnitScale: unit.display_unit_scale,
+    });
+    if (!risk.ok) return { __typename: "HubRiskError", message: risk.error.message, riskLimits: risk.error.riskLimits };
+
+    // Every way of playing pays back 99% of the wager on average: the
+    // house's expected gain is known at the start, whatever the player does next.
+    const { betId: gameId, balance } = await dbSettleBet(pgClient, {
+      ...player, currencyKey: currency, kind: "tower", wager, payout: 0, maxPayout: maxPotentialPayout,
+      expectedValue: (wager * Number(HOUSE_EDGE_PERCENT)) / 100, actor: "plugin:startTower", reason: "tower wager", field,
+    });
+    await pgClient.query(
+      `insert into app.tower_game (id, wager, net, currency_key, user_id, casino_id, experience_id, max_floor)
+       values ($1, $2, -$2::float8, $3, $4, $5, $6, $7)`,
+      [gameId, wager, currency, player.userId, player.casinoId, player.experienceId, maxFloor],
+    );
+    return { __typename: "StartTowerSuccess", gameId, balance };
+  });
+}
+
+/** One floor: the chain's next hash draws the trap; the top floor cashes out by itself. */
+async function moveTower(pool: Pool, player: Player, input: { gameId: string; tile: number; hashChainId: string; clientSeed: string }): Promise<MoveResult> {
+  const field = "moveTower";
+  const { gameId, tile, hashChainId, clientSeed } = input;
+  if (!Number.isInteger(tile) || tile < 0 || tile >= TOWER_TILES) {
+    throw refuse(field, `the tile must be 0, 1 or 2 (left to right); received ${tile}.`);
+  }
+  // Counted in characters (code points), as hubMakeOutcomeBet counts them.
+  const length = [...clientSeed].length;
+  if (length > MAX_CLIENT_SEED_LENGTH || CONTROL_CHARACTERS.test(clientSeed)) {
+    throw refuse(field, `the client seed must be at most ${MAX_CLIENT_SEED_LENGTH} characters without control characters; received ${length} characters${CONTROL_CHARACTERS.test(clientSeed) ? " with a control character" : ""}.`, ErrorCode.INVALID_CLIENT_SEED);
+  }
+  return withPgPoolTransaction(pool, async (pgClient) => {
+    const chain = await dbLockHubHashChain(pgClient, { ...player, hashChainId, active: "must-be-active" });
+    if (!chain) {
+      return { __typename: "HubBadHashChainError", message: `Hash chain ${hashChainId} is not an active chain of this player in this casino and experience; create a new one (hubCreateHashChain) and retry.` };
+    }
+    const game = await lockActiveGame(pgClient, field, player, gameId);
+    if (game.floor >= game.max_floor) {
+      throw refuse(field, `tower game ${gameId} has cleared all its ${game.max_floor} floors; cash it out (cashOutTower).`);
+    }
+    const iteration = await dbNextHubHashChainIteration(pgClient, { hashChainId });
+    if (iteration === null) {
+      return { __typename: "HubBadHashChainError", message: `Hash chain ${hashChainId} is exhausted (all its ${chain.max_iteration - 1} hashes are used); create a new one (hubCreateHashChain) and retry.` };
+    }
+    const derived = await getIntermediateHash({ hashChainId, iteration, pgClient });
+    if (derived.type === "error") throw new Error(`moveTower: cannot derive hash ${iteration} of chain ${hashChainId}: ${derived.reason}`);
+    const trapTile = towerTrapTile(derived.hash, clientSeed);
+    const floor = game.floor + 1;
+    const hash = await dbInsertHubHash(pgClient, {
+      hashChainId,
+      kind: "INTERMEDIATE",
+      digest: derived.hash,
+      iteration,
+      clientSeed,
+      metadata: { game: "TOWER", gameId, floor, tile, trapTile },
+    });
+    const move = await pgClient.query<{ id: string }>(
+      `insert into app.tower_move (game_id, floor, tile, trap_tile, hash_id, user_id, casino_id, experience_id)
+       values ($1, $2, $3, $4, $5, $6, $7, $8) returning id`,
+      [gameId, floor, tile, trapTile, hash.id, player.userId, player.casinoId, player.experienceId],
+    );
+    const moveId = move.rows[0]!.id;
+    const survived = tile !== trapTile;
+    let balance: number | null = null;
+    if (!survived) {
+      // The wager went to the bankroll at the start: nothing moves now.
+      await pgClient.query("update app.tower_game set status = 'BUSTED', floor = $2 - 1, finished_at = now() where id = $1", [gameId, floor]);
+    } else {
+      await pgClient.query("update app.tower_game set floor = $2 where id = $1", [gameId, floor]);
+      // The move stands whatever happens next: refusing it now would tell the
+      // player this hash and seed are safe, to be replayed later.
+      if (floor === game.max_floor) {
+        const paid = await cashOut(pgClient, field, player, game, floor);
+        if ("balance" in paid) balance = paid.balance;
+      }
+    }
+    return { __typename: "MoveTowerSuccess", gameId, moveId, survived, balance };
+  });
+}
+
+/** Pay the floors cleared so far and close the game. */
+async function cashOutTower(pool: Pool, player: Player, input: { gameId: string }): Promise<{ gameId: string; balance: number }> {
+  const field = "cashOutTower";
+  return withPgPoolTransaction(pool, async (pgClient) => {
+    const game = await lockActiveGame(pgClient, field, player, input.gameId);
+    if (game.floor < 1) throw refuse(field, `tower game ${game.id} has cleared no floor yet: climb at least one floor (moveTower) before cashing out.`);
+    const paid = await cashOut(pgClient, field, player, game, game.floor);
+    if ("refusal" in paid) throw paid.refusal;
+    return { gameId: game.id, balance: paid.balance };
+  });
+}
+
+/** The tower's types, inputs and fields. */
+function towerTypeDefs() {
+  return gql`
+    type TowerRules {
+      "Floors of the tower: clearing the last one cashes out by itself."
+      maxFloor: Int!
+      "Tiles per floor; one hides the trap."
+      tiles: Int!
+      "multipliers[k - 1]: what cashing out after k floors pays per unit wagered (the payout is wager × multiplier, rounded down)."
+      multipliers: [Float!]!
+    }
+    input StartTowerInput {
+      "Whole base units, at least 1 and at most the player's balance."
+      wager: Int!
+      "Key of a currency of the session's casino."
+      currency: String!
+    }
+    type StartTowerPayload {
+      result: StartTowerResult!
+    }
+    union StartTowerResult = StartTowerSuccess | HubRiskError
+    type StartTowerSuccess {
+      game: TowerGame!
+      "The player's balance after the wager was taken."
+      balance: Float!
+    }
+    input MoveTowerInput {
+      gameId: UUID!
+      "The tile stepped on: 0, 1 or 2."
+      tile: Int!
+      "The player's active hash chain: its next hash draws this floor's trap."
+      hashChainId: UUID!
+      "At most 32 characters, no control characters."
+      clientSeed: String!
+    }
+    type MoveTowerPayload {
+      result: MoveTowerResult!
+    }
+    union MoveTowerResult = MoveTowerSuccess | HubBadHashChainError
+    type MoveTowerSuccess {
+      game: TowerGame!
+      move: TowerMove!
+      "False when the tile hid the trap: the game is BUSTED."
+      survived: Boolean!
+      "The balance after the payout when this move cleared the top floor and the game cashed out by itself; null otherwise."
+      balance: Float
+    }
+    input CashOutTowerInput {
+      gameId: UUID!
+    }
+    type CashOutTowerPayload {
+      game: TowerGame!
+      "The player's balance after the payout."
+      balance: Float!
+    }
+    extend type Query {
+      "The rules of this hub's tower: floors, tiles and the payout multiplier of each floor."
+      towerRules: TowerRules!
+    }
+    extend type Mutation {
+      "Start a climb: the wager leaves the balance now. Refused with HubRiskError when the top floor's payout exceeds the risk policy. Needs a player's session."
+      startTower(input: StartTowerInput!): StartTowerPayload
+      "Step on a tile of the next floor; the chain's next hash and the client seed decide where the trap is."
+      moveTower(input: MoveTowerInput!): MoveTowerPayload
+      "Take the payout of the floors cleared so far (at least one)."
+      cashOutTower(input: CashOutTowerInput!): CashOutTowerPayload
+    }
+  `;
+}
+
+/** The plans of the tower's fields: each mutation runs its handler as a side effect; the games and moves read back under the player's row-level security. */
+function towerObjects(options: TowerPluginOptions, gameResource: any, moveResource: any) {
+  const multipliers = Array.from({ length: options.maxFloor }, (_, i) => (0.99 * 1.5 ** (i + 1)));
+  return {
+    Query: {
+      plans: {
+        towerRules: () => lambda(null, () => ({ maxFloor: options.maxFloor, tiles: TOWER_TILES, multipliers }), true),
+      },
+    },
+    Mutation: {
+      plans: {
+        startTower(_parent: any, fieldArgs: any) {
+          const $input = fieldArgs.getRaw("input");
+          return sideEffect([$input, context().get("identity"), context().get("superuserPool")], ([input, identity, pool]) =>
+            startTower(options, pool as Pool, requirePlayer(identity), input as { wager: number; currency: string }),
+          );
+        },
+        moveTower(_parent: any, fieldArgs: any) {
+          const $input = fieldArgs.getRaw("input");
+          return sideEffect([$input, context().get("identity"), context().get("superuserPool")], ([input, identity, pool]) =>
+            moveTower(pool as Pool, requirePlayer(identity), input as { gameId: string; tile: number; hashChainId: string; clientSeed: string }),
+          );
+        },
+        cashOutTower(_parent: any, fieldArgs: any) {
+          const $input = fieldArgs.getRaw("input");
+          return sideEffect([$input, context().get("identity"), context().get("superuserPool")], ([input, identity, pool]) =>
+            cashOutTower(pool as Pool, requirePlayer(identity), input as { gameId: string }),
+          );
+        },
+      },
+    },
+    StartTowerPayload: { plans: { result: ($payload: any) => $payload } },
+    MoveTowerPayload: { plans: { result: ($payload: any) => $payload } },
+    // Read back through the generated types, under the player's row-level security.
+    StartTowerSuccess: { plans: { game: ($r: any) => gameResource.get({ id: access($r, "gameId") }), balance: ($r: any) => access($r, "balance") } },
+    MoveTowerSuccess: {
+      plans: {
+        game: ($r: any) => gameResource.get({ id: access($r, "gameId") }),
+        move: ($r: any) => moveResource.get({ id: access($r, "moveId") }),
+        survived: ($r: any) => access($r, "survived"),
+        balance: ($r: any) => access($r, "balance"),
+      },
+    },
+    CashOutTowerPayload: { plans: { game: ($r: any) => gameResource.get({ id: access($r, "gameId") }), balance: ($r: any) => access($r, "balance") } },
+  };
+}
+
 /**
  * The tower game. Needs the reference migrations (app.tower_game,
  * app.tower_move), extraPgSchemas: ["app"], and HubGameConfigPlugin (which
@@ -161,248 +406,14 @@ const unionPlan = {
  */
 export function TowerPlugin(options: TowerPluginOptions): GraphileConfig.Plugin {
   checkOptions(options);
-  const { maxFloor, riskPolicy } = options;
-
-  async function startTower(pool: Pool, player: Player, input: { wager: number; currency: string }): Promise<StartResult> {
-    const field = "startTower";
-    const { wager, currency } = input;
-    if (!Number.isSafeInteger(wager) || wager < 1) {
-      throw refuse(field, `the wager must be a whole number of base units of at least 1; received ${wager}.`, ErrorCode.INVALID_AMOUNT);
-    }
-    return withPgPoolTransaction(pool, async (pgClient) => {
-      // As last committed, unlocked, for the risk policy: dbSettleBet checks
-      // the funds and the bankroll's cover again under its locks.
-      const unit = (
-        await pgClient.query<{ display_unit_name: string; display_unit_scale: number; bankroll: number | null; balance: number | null }>(
-          `select c.display_unit_name, c.display_unit_scale, r.amount as bankroll, b.amount as balance
-             from hub.currency c
-             left join hub.bankroll r on r.casino_id = c.casino_id and r.currency_key = c.key
-             left join hub.balance b on b.user_id = $3 and b.experience_id = $4 and b.currency_key = c.key and b.casino_id = c.casino_id
-            where c.key = $1 and c.casino_id = $2`,
-          [currency, player.casinoId, player.userId, player.experienceId],
-        )
-      ).rows[0];
-      if (!unit) throw refuse(field, `unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`, ErrorCode.UNKNOWN_CURRENCY);
-      if (unit.bankroll === null) throw refuse(field, `the house has no bankroll in ${currency}.`, ErrorCode.UNKNOWN_CURRENCY);
-      if (unit.balance === null || unit.balance < wager) {
-        throw refuse(field, `the wager is ${wager} ${currency} but the balance is ${unit.balance ?? 0} ${currency}.`, ErrorCode.INSUFFICIENT_FUNDS);
-      }
-      // The whole climb is checked now: the top floor's payout is the most it can pay.
-      const maxPotentialPayout = towerPayout(wager, maxFloor);
-      const risk = validateRisk({
-        type: "validate-bet",
-        currency,
-        wager,
-        bankroll: unit.bankroll,
-        riskLimits: riskPolicy ?? (({ bankroll }) => ({ maxPayout: bankroll })),
-        maxPotentialPayout,
-        displayUnitName: unit.display_unit_name,
-        displayUnitScale: unit.display_unit_scale,
-      });
-      if (!risk.ok) return { __typename: "HubRiskError", message: risk.error.message, riskLimits: risk.error.riskLimits };
-
-      // Every way of playing pays back 99% of the wager on average: the
-      // house's expected gain is known at the start, whatever the player does next.
-      const { betId: gameId, balance } = await dbSettleBet(pgClient, {
-        ...player, currencyKey: currency, kind: "tower", wager, payout: 0, maxPayout: maxPotentialPayout,
-        expectedValue: (wager * Number(HOUSE_EDGE_PERCENT)) / 100, actor: "plugin:startTower", reason: "tower wager", field,
-      });
-      await pgClient.query(
-        `insert into app.tower_game (id, wager, net, currency_key, user_id, casino_id, experience_id, max_floor)
-         values ($1, $2, -$2::float8, $3, $4, $5, $6, $7)`,
-        [gameId, wager, currency, player.userId, player.casinoId, player.experienceId, maxFloor],
-      );
-      return { __typename: "StartTowerSuccess", gameId, balance };
-    });
-  }
-
-  async function moveTower(pool: Pool, player: Player, input: { gameId: string; tile: number; hashChainId: string; clientSeed: string }): Promise<MoveResult> {
-    const field = "moveTower";
-    const { gameId, tile, hashChainId, clientSeed } = input;
-    if (!Number.isInteger(tile) || tile < 0 || tile >= TOWER_TILES) {
-      throw refuse(field, `the tile must be 0, 1 or 2 (left to right); received ${tile}.`);
-    }
-    // Counted in characters (code points), as hubMakeOutcomeBet counts them.
-    const length = [...clientSeed].length;
-    if (length > MAX_CLIENT_SEED_LENGTH || CONTROL_CHARACTERS.test(clientSeed)) {
-      throw refuse(field, `the client seed must be at most ${MAX_CLIENT_SEED_LENGTH} characters without control characters; received ${length} characters${CONTROL_CHARACTERS.test(clientSeed) ? " with a control character" : ""}.`, ErrorCode.INVALID_CLIENT_SEED);
-    }
-    return withPgPoolTransaction(pool, async (pgClient) => {
-      const chain = await dbLockHubHashChain(pgClient, { ...player, hashChainId, active: "must-be-active" });
-      if (!chain) {
-        return { __typename: "HubBadHashChainError", message: `Hash chain ${hashChainId} is not an active chain of this player in this casino and experience; create a new one (hubCreateHashChain) and retry.` };
-      }
-      const game = await lockActiveGame(pgClient, field, player, gameId);
-      if (game.floor >= game.max_floor) {
-        throw refuse(field, `tower game ${gameId} has cleared all its ${game.max_floor} floors; cash it out (cashOutTower).`);
-      }
-      const iteration = await dbNextHubHashChainIteration(pgClient, { hashChainId });
-      if (iteration === null) {
-        return { __typename: "HubBadHashChainError", message: `Hash chain ${hashChainId} is exhausted (all its ${chain.max_iteration - 1} hashes are used); create a new one (hubCreateHashChain) and retry.` };
-      }
-      const derived = await getIntermediateHash({ hashChainId, iteration, pgClient });
-      if (derived.type === "error") throw new Error(`moveTower: cannot derive hash ${iteration} of chain ${hashChainId}: ${derived.reason}`);
-      const trapTile = towerTrapTile(derived.hash, clientSeed);
-      const floor = game.floor + 1;
-      const hash = await dbInsertHubHash(pgClient, {
-        hashChainId,
-        kind: "INTERMEDIATE",
-        digest: derived.hash,
-        iteration,
-        clientSeed,
-        metadata: { game: "TOWER", gameId, floor, tile, trapTile },
-      });
-      const move = await pgClient.query<{ id: string }>(
-        `insert into app.tower_move (game_id, floor, tile, trap_tile, hash_id, user_id, casino_id, experience_id)
-         values ($1, $2, $3, $4, $5, $6, $7, $8) returning id`,
-        [gameId, floor, tile, trapTile, hash.id, player.userId, player.casinoId, player.experienceId],
-      );
-      const moveId = move.rows[0]!.id;
-      const survived = tile !== trapTile;
-      let balance: number | null = null;
-      if (!survived) {
-        // The wager went to the bankroll at the start: nothing moves now.
-        await pgClient.query("update app.tower_game set status = 'BUSTED', floor = $2 - 1, finished_at = now() where id = $1", [gameId, floor]);
-      } else {
-        await pgClient.query("update app.tower_game set floor = $2 where id = $1", [gameId, floor]);
-        // The move stands whatever happens next: refusing it now would tell the
-        // player this hash and seed are safe, to be replayed later.
-        if (floor === game.max_floor) {
-          const paid = await cashOut(pgClient, field, player, game, floor);
-          if ("balance" in paid) balance = paid.balance;
-        }
-      }
-      return { __typename: "MoveTowerSuccess", gameId, moveId, survived, balance };
-    });
-  }
-
-  async function cashOutTower(pool: Pool, player: Player, input: { gameId: string }): Promise<{ gameId: string; balance: number }> {
-    const field = "cashOutTower";
-    return withPgPoolTransaction(pool, async (pgClient) => {
-      const game = await lockActiveGame(pgClient, field, player, input.gameId);
-      if (game.floor < 1) throw refuse(field, `tower game ${game.id} has cleared no floor yet: climb at least one floor (moveTower) before cashing out.`);
-      const paid = await cashOut(pgClient, field, player, game, game.floor);
-      if ("refusal" in paid) throw paid.refusal;
-      return { gameId: game.id, balance: paid.balance };
-    });
-  }
-
-  const multipliers = Array.from({ length: maxFloor }, (_, i) => (0.99 * 1.5 ** (i + 1)));
-
   return extendSchema((build) => {
     const { tower_game: gameResource, tower_move: moveResource } = build.input.pgRegistry.pgResources;
     if (!gameResource || !moveResource) {
       throw new Error('TowerPlugin: the tables app.tower_game and app.tower_move are not in the schema; apply the reference migrations (userDatabaseMigrationsPath: referenceMigrationsPath) and pass extraPgSchemas: ["app"].');
     }
     return {
-      typeDefs: gql`
-        type TowerRules {
-          "Floors of the tower: clearing the last one cashes out by itself."
-          maxFloor: Int!
-          "Tiles per floor; one hides the trap."
-          tiles: Int!
-          "multipliers[k - 1]: what cashing out after k floors pays per unit wagered (the payout is wager × multiplier, rounded down)."
-          multipliers: [Float!]!
-        }
-        input StartTowerInput {
-          "Whole base units, at least 1 and at most the player's balance."
-          wager: Int!
-          "Key of a currency of the session's casino."
-          currency: String!
-        }
-        type StartTowerPayload {
-          result: StartTowerResult!
-        }
-        union StartTowerResult = StartTowerSuccess | HubRiskError
-        type StartTowerSuccess {
-          game: TowerGame!
-          "The player's balance after the wager was taken."
-          balance: Float!
-        }
-        input MoveTowerInput {
-          gameId: UUID!
-          "The tile stepped on: 0, 1 or 2."
-          tile: Int!
-          "The player's active hash chain: its next hash draws this floor's trap."
-          hashChainId: UUID!
-          "At most 32 characters, no control characters."
-          clientSeed: String!
-        }
-        type MoveTowerPayload {
-          result: MoveTowerResult!
-        }
-        union MoveTowerResult = MoveTowerSuccess | HubBadHashChainError
-        type MoveTowerSuccess {
-          game: TowerGame!
-          move: TowerMove!
-          "False when the tile hid the trap: the game is BUSTED."
-          survived: Boolean!
-          "The balance after the payout when this move cleared the top floor and the game cashed out by itself; null otherwise."
-          balance: Float
-        }
-        input CashOutTowerInput {
-          gameId: UUID!
-        }
-        type CashOutTowerPayload {
-          game: TowerGame!
-          "The player's balance after the payout."
-          balance: Float!
-        }
-        extend type Query {
-          "The rules of this hub's tower: floors, tiles and the payout multiplier of each floor."
-          towerRules: TowerRules!
-        }
-        extend type Mutation {
-          "Start a climb: the wager leaves the balance now. Refused with HubRiskError when the top floor's payout exceeds the risk policy. Needs a player's session."
-          startTower(input: StartTowerInput!): StartTowerPayload
-          "Step on a tile of the next floor; the chain's next hash and the client seed decide where the trap is."
-          moveTower(input: MoveTowerInput!): MoveTowerPayload
-          "Take the payout of the floors cleared so far (at least one)."
-          cashOutTower(input: CashOutTowerInput!): CashOutTowerPayload
-        }
-      `,
-      objects: {
-        Query: {
-          plans: {
-            towerRules: () => lambda(null, () => ({ maxFloor, tiles: TOWER_TILES, multipliers }), true),
-          },
-        },
-        Mutation: {
-          plans: {
-            startTower(_parent: any, fieldArgs: any) {
-              const $input = fieldArgs.getRaw("input");
-              return sideEffect([$input, context().get("identity"), context().get("superuserPool")], ([input, identity, pool]) =>
-                startTower(pool as Pool, requirePlayer(identity), input as { wager: number; currency: string }),
-              );
-            },
-            moveTower(_parent: any, fieldArgs: any) {
-              const $input = fieldArgs.getRaw("input");
-              return sideEffect([$input, context().get("identity"), context().get("superuserPool")], ([input, identity, pool]) =>
-                moveTower(pool as Pool, requirePlayer(identity), input as { gameId: string; tile: number; hashChainId: string; clientSeed: string }),
-              );
-            },
-            cashOutTower(_parent: any, fieldArgs: any) {
-              const $input = fieldArgs.getRaw("input");
-              return sideEffect([$input, context().get("identity"), context().get("superuserPool")], ([input, identity, pool]) =>
-                cashOutTower(pool as Pool, requirePlayer(identity), input as { gameId: string }),
-              );
-            },
-          },
-        },
-        StartTowerPayload: { plans: { result: ($payload: any) => $payload } },
-        MoveTowerPayload: { plans: { result: ($payload: any) => $payload } },
-        // Read back through the generated types, under the player's row-level security.
-        StartTowerSuccess: { plans: { game: ($r: any) => gameResource.get({ id: access($r, "gameId") }), balance: ($r: any) => access($r, "balance") } },
-        MoveTowerSuccess: {
-          plans: {
-            game: ($r: any) => gameResource.get({ id: access($r, "gameId") }),
-            move: ($r: any) => moveResource.get({ id: access($r, "moveId") }),
-            survived: ($r: any) => access($r, "survived"),
-            balance: ($r: any) => access($r, "balance"),
-          },
-        },
-        CashOutTowerPayload: { plans: { game: ($r: any) => gameResource.get({ id: access($r, "gameId") }), balance: ($r: any) => access($r, "balance") } },
-      },
+      typeDefs: towerTypeDefs(),
+      objects: towerObjects(options, gameResource, moveResource),
       unions: { StartTowerResult: unionPlan, MoveTowerResult: unionPlan },
     } as any;
   }, "TowerPlugin");

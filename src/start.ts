@@ -32,6 +32,7 @@ import { resolveTransferOptions } from "./transfers/options.js";
 import { startTransferWorker, type TransferWorker } from "./transfers/worker.js";
 import { serverStarted, serverStopped, type ServerState } from "./server-state.js";
 import { createServerState } from "./create-server-state.js";
+import { startBankrollSweep, type BankrollSweep } from "./money/fold.js";
 
 export interface RunningServer {
   port: number;
@@ -139,6 +140,7 @@ interface Core {
   db?: OpenedDatabase;
   pools?: HubPools;
   worker?: TransferWorker;
+  sweep?: BankrollSweep;
   live?: LiveNotifications;
   pgl?: PostGraphileInstance;
   /** Set by closeCore: it runs once, whoever calls it first. */
@@ -155,10 +157,11 @@ function closeCore(core: Core, server: ServerState): Promise<void> {
         server.log.warn({ err: error }, "error while releasing resources");
       }
     };
-    const { db, pools, worker, live, pgl } = core;
+    const { db, pools, worker, sweep, live, pgl } = core;
     await attempt(pgl && (async () => pgl.release()));
     await attempt(live && (() => live.close()));
     await attempt(worker && (() => worker.stop()));
+    await attempt(sweep && (() => sweep.stop()));
     // From here the façades (superuserPool, logger, serverStats()) follow the server started before this one.
     serverStopped(server);
     await attempt(pools && (() => Promise.all([endPool(pools.graphql), endPool(pools.superuser), endPool(pools.credentials)])));
@@ -183,6 +186,9 @@ async function openDatabaseSide(server: ServerState, core: Core, options: Server
   // Warnings only: a table GraphQL cannot read fails the requests that use it, not the start.
   await warnAboutGrants(pools.superuser, options.extraPgSchemas ?? [], log);
   server.pools = pools;
+  // Bets' house sides left pending by an earlier run are folded before the first request.
+  core.sweep = startBankrollSweep(pools.superuser, (error) => log.warn({ err: error }, "folding pending bets into the bankroll failed; retrying in 1 s"));
+  await core.sweep.first;
   // Deposits and withdrawals with casinos: every instance runs a worker on the shared outbox.
   if (server.transfers.options.worker) {
     const worker = startTransferWorker(urls.superuserDatabaseUrl, server.transfers.options, log);

@@ -13,6 +13,8 @@ import {
   type GraphQLClient,
   type TestServer,
 } from "@hubpkg/hub/test";
+import { dbSettleBet, withPgPoolTransaction } from "@hubpkg/hub/db";
+import pg from "pg";
 import { createSettleGroups } from "../dist/src/fair/settle-group.js";
 
 /*
@@ -20,11 +22,17 @@ import { createSettleGroups } from "../dist/src/fair/settle-group.js";
  * players betting at once in one currency, over HTTP, must leave books that
  * reconcile to the unit, and at the edge of the bankroll no bet may be
  * accepted that the bankroll, as the bets before it left it, could not cover.
+ * Games settling with dbSettleBet in their own transaction settle against
+ * cover set aside in slots while the bankroll row is busy (core migration
+ * 0023): the same books, the same edge, and no money lost or doubled when a
+ * bet's transaction dies or its fold never runs.
  */
 
 let hub: TestServer;
 let casinoId: string;
 let experienceId: string;
+/** Enough connections for bets to truly run at once (the test kit's pool has 5). */
+let wide: pg.Pool;
 
 t.before(async () => {
   hub = await startTestServer({
@@ -33,8 +41,12 @@ t.before(async () => {
   });
   casinoId = (await createCasino(hub.dbPool, { name: "contention" })).id;
   experienceId = (await createExperience(hub.dbPool, { casinoId })).id;
+  wide = new pg.Pool({ connectionString: hub.superuserDatabaseUrl, max: 40 });
 });
-t.teardown(() => hub?.stop());
+t.teardown(async () => {
+  await wide?.end();
+  await hub?.stop();
+});
 
 interface P { userId: string; client: GraphQLClient; chainId: string }
 let made = 0;
@@ -80,20 +92,29 @@ const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
  * 0. Returns null when they cannot be put in one serial history (a lost update).
  */
 function serialHistory(rows: LedgerRow[]): LedgerRow[] | null {
-  const byBefore = new Map<number, LedgerRow[]>();
-  for (const r of rows) byBefore.set(r.balance_after - r.amount_delta, [...(byBefore.get(r.balance_after - r.amount_delta) ?? []), r]);
-  const out: LedgerRow[] = [];
+  // Each row is an edge from its amount before to its amount after: a serial history is a trail
+  // from 0 through every edge (Hierholzer's algorithm; a greedy walk can dead-end when amounts recur).
+  const out = new Map<number, LedgerRow[]>();
+  for (const r of rows) out.set(r.balance_after - r.amount_delta, [...(out.get(r.balance_after - r.amount_delta) ?? []), r]);
+  const stack: { at: number; row?: LedgerRow }[] = [{ at: 0 }];
+  const trail: LedgerRow[] = [];
+  while (stack.length) {
+    const top = stack[stack.length - 1]!;
+    const next = out.get(top.at)?.pop();
+    if (next) stack.push({ at: next.balance_after, row: next });
+    else {
+      stack.pop();
+      if (top.row) trail.push(top.row);
+    }
+  }
+  trail.reverse();
+  if (trail.length !== rows.length) return null;
   let at = 0;
-  // Rows of net 0 leave the amount unchanged: any order among them is serial.
-  while (out.length < rows.length) {
-    const next = byBefore.get(at);
-    if (!next?.length) return null;
-    const zero = next.findIndex((r) => r.amount_delta === 0);
-    const r = next.splice(zero >= 0 ? zero : 0, 1)[0]!;
-    out.push(r);
+  for (const r of trail) {
+    if (r.balance_after - r.amount_delta !== at) return null;
     at = r.balance_after;
   }
-  return out;
+  return trail;
 }
 
 function checkBooks(t: Test, ledger: LedgerRow[], bankroll: number, balances: Map<string, number>) {
@@ -225,4 +246,174 @@ t.test("a group whose statement fails settles its bets one by one: the failure r
   const bankroll = await bankrollOf(CURRENCY);
   t.equal(bankroll.amount, 1_000_000 + 5 * 10, "the bankroll took the five wagers");
   checkBooks(t, await ledgerOf(CURRENCY), bankroll.amount, new Map(crowd.map((p, i) => [p.userId, i === 3 ? 1000 : 990])));
+});
+
+/** One dbSettleBet bet in its own transaction, as a game settles; the answer, or the error's code and account. */
+async function gameBet(p: { userId: string }, currencyKey: string, wager: number, payout: number, maxPayout: number) {
+  try {
+    return await withPgPoolTransaction(wide, (c) =>
+      dbSettleBet(c, { userId: p.userId, casinoId, experienceId, currencyKey, kind: "contention", wager, payout, maxPayout, expectedValue: wager * 0.01 }));
+  } catch (error) {
+    const e = error as { extensions?: { code?: string; account?: string } };
+    return { refused: `${e.extensions?.code ?? String(error)}/${e.extensions?.account ?? ""}` };
+  }
+}
+const pendingOf = async (currency: string) =>
+  (await hub.dbPool.query<{ n: number; sum: number }>(
+    "select count(*)::int as n, coalesce(sum(p.delta), 0)::float8 as sum from hub_hidden.bankroll_pending p join hub.bankroll r on r.id = p.bankroll_id where r.casino_id = $1 and r.currency_key = $2",
+    [casinoId, currency],
+  )).rows[0]!;
+const slotsOf = async (currency: string) =>
+  (await hub.dbPool.query<{ n: number; cover: number }>(
+    "select count(*)::int as n, coalesce(sum(s.cover), 0)::float8 as cover from hub_hidden.bankroll_slot s join hub.bankroll r on r.id = s.bankroll_id where r.casino_id = $1 and r.currency_key = $2",
+    [casinoId, currency],
+  )).rows[0]!;
+
+t.test("dbSettleBet: 50 players betting at once in one currency reconcile to the unit, sharing the bankroll row's commits", async (t) => {
+  const CURRENCY = "GAME";
+  const BANKROLL = 10_000_000;
+  const BALANCE = 100_000;
+  await createCurrency(hub.dbPool, { casinoId, key: CURRENCY, displayUnitName: "game", displayUnitScale: 1 });
+  await createHouseBankroll(hub.dbPool, { casinoId, currencyKey: CURRENCY, amount: BANKROLL });
+  const crowd = await players(50, CURRENCY, BALANCE);
+  const answers = (await all(crowd.map(async (p, i) => {
+    const mine: { p: P; net: number }[] = [];
+    for (let k = 0; k < 8; k++) {
+      const wager = 1 + ((i * 8 + k) % 97);
+      // Every third bet wins twice the wager less 1; the others lose it.
+      const settled = await gameBet(p, CURRENCY, wager, (i + k) % 3 === 0 ? 2 * wager - 1 : 0, 2 * wager);
+      if ("refused" in settled) throw new Error(`bet ${i}/${k} refused: ${settled.refused}`);
+      mine.push({ p, net: settled.net });
+    }
+    return mine;
+  }), "50 players × 8 dbSettleBet bets")).flat();
+  t.equal(answers.length, 400, "every bet settled");
+  t.same(await pendingOf(CURRENCY), { n: 0, sum: 0 }, "every bet's house side was folded before its answer");
+
+  const netOf = new Map<string, number>();
+  for (const { p, net } of answers) netOf.set(p.userId, (netOf.get(p.userId) ?? 0) + net);
+  const { rows: balances } = await hub.dbPool.query<{ user_id: string; amount: number }>("select user_id, amount from hub.balance where casino_id = $1 and currency_key = $2", [casinoId, CURRENCY]);
+  const balance = new Map(balances.map((b) => [b.user_id, b.amount]));
+  t.same(crowd.filter((p) => balance.get(p.userId) !== BALANCE + netOf.get(p.userId)!).map((p) => p.userId), [], "each balance = its opening + its bets' nets, to the unit");
+  const bankroll = await bankrollOf(CURRENCY);
+  t.equal(bankroll.amount - BANKROLL, -sum([...netOf.values()]), "the bankroll moved by exactly minus the players' net");
+  t.equal(Number(bankroll.bets), 400, "the bankroll counted every bet");
+  const ledger = await ledgerOf(CURRENCY);
+  t.equal(sum(ledger.map((r) => r.amount_delta)), sum(balances.map((b) => b.amount)) + bankroll.amount, "the ledger = the balances + the bankroll");
+  checkBooks(t, ledger, bankroll.amount, balance);
+
+  // The point of the change: bets did not each take the bankroll row (house rows folded together share a commit).
+  const { rows: commits } = await hub.dbPool.query<{ rows: number; commits: number; largest: number }>(
+    `select count(*)::int as rows, count(distinct xmin::text)::int as commits, max(n)::int as largest
+       from (select xmin, count(*) over (partition by xmin::text) as n from hub.ledger where casino_id = $1 and currency_key = $2 and account = 'house' and bet_id is not null) x`,
+    [casinoId, CURRENCY],
+  );
+  const slots = await slotsOf(CURRENCY);
+  t.comment(`400 house rows in ${commits[0]!.commits} bankroll commits, at most ${commits[0]!.largest} in one; ${slots.n} slots`);
+  t.ok(slots.n > 0 && commits[0]!.largest > 1, "bets settled against slots and were folded into the bankroll together");
+});
+
+t.test("dbSettleBet: 200 bets at once at the edge of the bankroll, three times: the cover is never overdrawn", async (t) => {
+  const CURRENCY = "GEDGE";
+  const WAGER = 10;
+  const MAX_WIN = 90;
+  const OPENING = 100;
+  await createCurrency(hub.dbPool, { casinoId, key: CURRENCY, displayUnitName: "gedge", displayUnitScale: 1 });
+  await createHouseBankroll(hub.dbPool, { casinoId, currencyKey: CURRENCY, amount: OPENING });
+  const crowd = await players(100, CURRENCY, 1000);
+  const nets: number[] = [];
+  const refusals = new Map<string, number>();
+  let topUps = 0;
+  for (let round = 0; round < 3; round++) {
+    const delta = OPENING - (await bankrollOf(CURRENCY)).amount;
+    if (delta !== 0) {
+      await hub.dbPool.query("select hub_hidden.adjust_bankroll($1, $2, $3, 'test', 'back to the edge')", [casinoId, CURRENCY, delta]);
+      topUps += delta;
+    }
+    // One bet in 31 wins 10 × the wager (the house pays 90); the others lose the wager.
+    const answers = await all(crowd.flatMap((p, i) => [0, 1].map((k) => gameBet(p, CURRENCY, WAGER, (i * 2 + k + round) % 31 === 0 ? WAGER + MAX_WIN : 0, WAGER + MAX_WIN))), `round ${round + 1}: 200 bets`);
+    for (const a of answers) {
+      if ("refused" in a) refusals.set(a.refused, (refusals.get(a.refused) ?? 0) + 1);
+      else nets.push(a.net);
+    }
+    const { negative } = (await hub.dbPool.query<{ negative: number }>(
+      "select count(*)::int as negative from hub_hidden.bankroll_slot s join hub.bankroll r on r.id = s.bankroll_id where r.casino_id = $1 and r.currency_key = $2 and (s.cover < 0 or s.room < 0)", [casinoId, CURRENCY])).rows[0]!;
+    t.equal(negative, 0, `round ${round + 1}: no slot below 0`);
+  }
+  t.comment(`${nets.length} accepted (${nets.filter((n) => n > 0).length} won), refused: ${JSON.stringify(Object.fromEntries(refusals))}`);
+  t.same([...refusals.keys()].filter((k) => k !== "INSUFFICIENT_FUNDS/house"), [], "every refusal is the house's cover");
+  t.ok(nets.length > 0, "some bets were accepted");
+  t.same(await pendingOf(CURRENCY), { n: 0, sum: 0 }, "nothing left pending");
+
+  const ledger = await ledgerOf(CURRENCY);
+  const house = ledger.filter((r) => r.account === "house");
+  const history = serialHistory(house);
+  t.ok(history, "the bankroll's history is one serial sequence");
+  const betRows = (history ?? []).filter((r) => r.bet_id);
+  t.equal(betRows.length, nets.length, "one house row per accepted bet; refused bets wrote nothing");
+  t.same(betRows.filter((r) => r.balance_after - r.amount_delta < MAX_WIN), [], `before every accepted bet the bankroll held at least its largest win (${MAX_WIN})`);
+  t.same(house.filter((r) => r.balance_after < 0), [], "the bankroll is never negative");
+  const bankroll = await bankrollOf(CURRENCY);
+  t.equal(bankroll.amount, OPENING + topUps - sum(nets), "the bankroll = its opening + the operator's changes − the accepted bets' nets");
+  const { rows: balances } = await hub.dbPool.query<{ user_id: string; amount: number }>("select user_id, amount from hub.balance where casino_id = $1 and currency_key = $2", [casinoId, CURRENCY]);
+  checkBooks(t, ledger, bankroll.amount, new Map(balances.map((b) => [b.user_id, b.amount])));
+});
+
+t.test("dbSettleBet on a slot: a transaction that dies writes nothing; a committed bet never folded is folded exactly once by the sweep", async (t) => {
+  const CURRENCY = "CRASH";
+  const OPENING = 1_000_000;
+  await createCurrency(hub.dbPool, { casinoId, key: CURRENCY, displayUnitName: "crash", displayUnitScale: 1 });
+  await createHouseBankroll(hub.dbPool, { casinoId, currencyKey: CURRENCY, amount: OPENING });
+  const [p] = await players(1, CURRENCY, 1000);
+  const total = async () => {
+    const { rows } = await hub.dbPool.query<{ t: number }>(
+      "select (select sum(amount) from hub.balance where casino_id = $1 and currency_key = $2) + (select amount from hub.bankroll where casino_id = $1 and currency_key = $2) as t", [casinoId, CURRENCY]);
+    return rows[0]!.t + (await pendingOf(CURRENCY)).sum;
+  };
+  const input = { userId: p!.userId, casinoId, experienceId, currencyKey: CURRENCY, kind: "crash", wager: 100, payout: 0, maxPayout: 200 };
+
+  // The bankroll row busy: the bet waits for it, then sets cover aside in a slot and settles against it.
+  const holder = await wide.connect();
+  const bettor = await wide.connect();
+  await holder.query("begin");
+  await holder.query("select 1 from hub.bankroll where casino_id = $1 and currency_key = $2 for update", [casinoId, CURRENCY]);
+  await bettor.query("begin");
+  const settling = dbSettleBet(bettor, input);
+  await new Promise((r) => setTimeout(r, 200));
+  await holder.query("commit");
+  holder.release();
+  const first = await settling;
+  // Committed by hand: no fold after it, as when the server dies between the commit and the fold.
+  await bettor.query("commit");
+  bettor.release();
+  t.equal(await total(), OPENING + 1000, "after the commit: balances + bankroll + pending = what there was, to the unit");
+
+  // A second bet on the slot whose connection dies before its commit.
+  const doomed = new pg.Client({ connectionString: hub.superuserDatabaseUrl });
+  await doomed.connect();
+  await doomed.query("begin");
+  const lost = await dbSettleBet(doomed, { ...input, wager: 50, maxPayout: 100 });
+  t.equal(lost.balance, 1000 - 100 - 50, "the dying transaction saw its bet settled");
+  const { rows: [mine] } = await doomed.query<{ n: number }>("select count(*)::int as n from hub_hidden.bankroll_pending where bet_id = $1", [lost.betId]);
+  t.equal(mine!.n, 1, "it settled against a slot (its house side is pending)");
+  await doomed.end();
+  t.equal(await total(), OPENING + 1000, "the dead transaction moved nothing");
+  const { rows: [ghost] } = await hub.dbPool.query<{ n: number }>("select count(*)::int as n from hub.ledger where bet_id = $1", [lost.betId]);
+  t.equal(ghost!.n, 0, "and left no ledger row");
+
+  // The server's sweep (every second, and at every start) folds the committed bet.
+  const deadline = Date.now() + 30_000;
+  while ((await pendingOf(CURRENCY)).n > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  t.same(await pendingOf(CURRENCY), { n: 0, sum: 0 }, "the sweep folded the pending bet (waited up to 30 s)");
+  const { rows: [again] } = await hub.dbPool.query<{ n: number }>("select hub_hidden.fold_bankroll(id) as n from hub.bankroll where casino_id = $1 and currency_key = $2", [casinoId, CURRENCY]);
+  t.equal(again!.n, 0, "folding again folds nothing");
+  const bankroll = await bankrollOf(CURRENCY);
+  t.equal(bankroll.amount, OPENING + 100, "the bankroll took the wager once");
+  const { rows: houseRows } = await hub.dbPool.query<{ n: number }>("select count(*)::int as n from hub.ledger where bet_id = $1 and account = 'house'", [first.betId]);
+  t.equal(houseRows[0]!.n, 1, "one house ledger row for the bet");
+  const { rows: balances } = await hub.dbPool.query<{ user_id: string; amount: number }>("select user_id, amount from hub.balance where casino_id = $1 and currency_key = $2", [casinoId, CURRENCY]);
+  checkBooks(t, await ledgerOf(CURRENCY), bankroll.amount, new Map(balances.map((b) => [b.user_id, b.amount])));
+  // Idle slots are given back: the operator can take the whole bankroll again.
+  await hub.dbPool.query("select hub_hidden.adjust_bankroll($1, $2, $3, 'test', 'take it all')", [casinoId, CURRENCY, -bankroll.amount]);
+  t.same(await slotsOf(CURRENCY), { n: 1, cover: 0 }, "the operator's debit released the idle slot's cover and took the whole bankroll");
 });

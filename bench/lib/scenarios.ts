@@ -252,6 +252,25 @@ export const scenarios: Scenario[] = [
     quick: (body) => body.startsWith('{"data":{"makeCoinflipBet":{"bet":{"id":"') && !body.includes('"errors"'),
   },
   {
+    id: "makeCoinflipBet50x50",
+    title: `makeCoinflipBet (no hash chain), ${CROWD} players at once, each in its own currency (${CROWD} bankroll rows)`,
+    targetRatio: 1.0,
+    fair: true,
+    sampleLocks: true,
+    connections: CROWD,
+    request: (f) => coinflipBetRequest(crowd(f, 0), crowd(f, 0).ownCurrency),
+    perConnection: (f, i) => coinflipBetRequest(crowd(f, i), crowd(f, i).ownCurrency),
+    check(status, body, f) {
+      const { value, problem } = parse(status, body);
+      if (problem) return problem;
+      const r = value!.data!.makeCoinflipBet as { bet: { id: string; net: number; userId: string }; outcome: string } | null;
+      if (!r || !UUID.test(r.bet.id)) return `no bet: ${body.slice(0, 300)}`;
+      if (r.bet.net !== 99 && r.bet.net !== -100) return `bad net ${r.bet.net}`;
+      return r.bet.userId === crowd(f, 0).userId ? undefined : "the bet belongs to another player";
+    },
+    quick: (body) => body.startsWith('{"data":{"makeCoinflipBet":{"bet":{"id":"') && !body.includes('"errors"'),
+  },
+  {
     id: "health",
     title: "GET /health (Express route via configureApp)",
     targetRatio: 1.3,

@@ -103,6 +103,8 @@ export async function ensureRoleSwitch(pools: HubPools, log: Logger, databaseUrl
 
 /** Clients inside a transaction begun by withPgClientTransaction. */
 const inTransaction = new WeakSet<pg.ClientBase>();
+/** Work to run once the transaction commits, before withPgClientTransaction returns (dbSettleBet's fold). */
+const afterCommit = new WeakMap<pg.ClientBase, (() => Promise<void>)[]>();
 /** Clients whose rollback failed: their connection cannot be trusted again. */
 const rollbackFailed = new WeakSet<pg.ClientBase>();
 
@@ -125,6 +127,9 @@ export async function withPgClientTransaction<T, C extends pg.ClientBase = pg.Po
     await pgClient.query("begin");
     const result = await fn(pgClient);
     await pgClient.query("commit");
+    const hooks = afterCommit.get(pgClient);
+    afterCommit.delete(pgClient);
+    for (const hook of hooks ?? []) await hook();
     return result;
   } catch (error) {
     try {
@@ -135,7 +140,22 @@ export async function withPgClientTransaction<T, C extends pg.ClientBase = pg.Po
     throw error;
   } finally {
     inTransaction.delete(pgClient);
+    afterCommit.delete(pgClient);
   }
+}
+
+/**
+ * Have hook run on pgClient right after the transaction withPgClientTransaction
+ * has open on it commits (not when it rolls back). False, and nothing kept,
+ * when no such transaction is open. The hook must not throw.
+ */
+export function onCommit(pgClient: object, hook: () => Promise<void>): boolean {
+  if (!inTransaction.has(pgClient as pg.ClientBase)) return false;
+  const key = pgClient as pg.ClientBase;
+  const hooks = afterCommit.get(key);
+  if (hooks) hooks.push(hook);
+  else afterCommit.set(key, [hook]);
+  return true;
 }
 
 /**

@@ -9,7 +9,9 @@ import type pg from "pg";
 import type { GraphQLError } from "graphql";
 import { ErrorCode } from "../errors.js";
 import { clientError } from "../graphql/client-error.js";
+import { onCommit } from "../db/pools.js";
 import { MAX_AMOUNT, isWholeAmount } from "./exact.js";
+import { foldBankroll } from "./fold.js";
 
 /** The most bytes a bet's metadata may take as JSON text. */
 export const MAX_BET_METADATA_BYTES = 8192;
@@ -128,7 +130,12 @@ export function settleBetArgs(input: SettleBetInput, betId: string | null): unkn
  * Settle one bet (or one step of a multi-step game) inside the caller's
  * transaction: lock the player's balance then the house bankroll, check the
  * funds, the bankroll's cover and the 2^53 − 1 bound, move wager and payout
- * through the ledger, tagged with the bet's id, actor and reason. A refusal
+ * through the ledger, tagged with the bet's id, actor and reason. While
+ * another bet holds the bankroll row, the bet settles against cover set aside
+ * for it in advance (a slot, core migration 0023) instead of waiting, and its
+ * house side is folded into the bankroll right after the transaction commits
+ * (by withPgClientTransaction / withPgPoolTransaction, before they return; a
+ * transaction committed otherwise is folded by the server's sweep). A refusal
  * writes nothing and is thrown with the catalogue's code (INVALID_AMOUNT,
  * INSUFFICIENT_FUNDS with extensions.account "player" or "house",
  * UNKNOWN_CURRENCY, METADATA_TOO_LARGE). Call it on a client inside a
@@ -138,14 +145,16 @@ export function settleBetArgs(input: SettleBetInput, betId: string | null): unkn
 export async function dbSettleBet(pgClient: Pick<pg.ClientBase, "query">, input: SettleBetInput): Promise<SettledBet> {
   checkSettleAmounts(input);
   const metadataJson = betMetadataJson(input.metadata, label(input));
-  const { rows } = await pgClient.query<{ status: "settled" | SettleRefusal; balance: number | null; bet_id: string }>({
-    name: "hub-settle-bet",
-    text: `select s.status, s.balance, b.id as bet_id
+  const { rows } = await pgClient.query<{ status: "settled" | SettleRefusal; balance: number | null; bet_id: string; pending_bankroll: string | null }>({
+    name: "hub-settle-bet-shared",
+    text: `select s.status, s.balance, b.id as bet_id, s.pending_bankroll
              from (select coalesce($5::uuid, hub_hidden.uuid_generate_v7()) as id) b,
-                  hub_hidden.settle_bet($1, $2, $3, $4, b.id, $6, $7, $8, $9, $10, $11) s`,
+                  hub_hidden.settle_bet_shared($1, $2, $3, $4, b.id, $6, $7, $8, $9, $10, $11, true) s`,
     values: settleBetArgs(input, input.betId ?? null),
   });
   const row = rows[0]!;
   if (row.status !== "settled") throw settleRefusalError(row.status, input, row.balance);
+  const bankrollId = row.pending_bankroll;
+  if (bankrollId !== null) onCommit(pgClient, () => foldBankroll(pgClient, bankrollId));
   return { betId: row.bet_id, net: input.payout - input.wager, balance: row.balance!, metadataJson };
 }
