@@ -27,13 +27,13 @@ function processCpuMs(pid: number): number {
  * player fires BURST makeCoinflipBet at once on one balance, from its own
  * process and each on its own socket, while a second player bets one request
  * after the other and GET /health is polled. Then:
- *  - the second player saw no error, kept playing during the burst, and none
- *    of its bets waited behind the flood: each was answered in less than half
- *    the time the burst took (an order of events, which a loaded machine
- *    slows on both sides; its p99, printed, measures about 130–220 ms on the
- *    quiet 2-core machine against the 500 ms the issue sets, the single worst
- *    request, when the 2000 connections arrive, 0.4–1.4 s: BURST_DEBUG=1
- *    prints every latency);
+ *  - the second player saw no error, kept playing during the burst, and its
+ *    bets did not wait behind the flood: their p99 is under a third of the
+ *    time the burst took (relative to the burst, which a loaded machine slows
+ *    as much; printed, the p99 measures about 130–220 ms on the quiet 2-core
+ *    machine against the 500 ms the issue sets, and 377 ms against a 9.3 s
+ *    burst at load 16; the single worst request, when the 2000 connections
+ *    arrive, 0.4–1.4 s: BURST_DEBUG=1 prints every latency);
  *  - /health answered 200 every time;
  *  - the flooder saw only successes and TOO_MANY_REQUESTS (a GraphQL error, or
  *    a 429 for requests refused on arrival), never a database-unavailable
@@ -207,9 +207,11 @@ t.test(`one player's ${BURST} concurrent bets do not starve a second player or /
   t.ok(secondAnswers.length >= 5, `the second player played during the burst (${secondAnswers.length} bets)`);
   const secondFailures = secondAnswers.filter((a) => a.status !== 200 || a.body?.errors || !a.body?.data?.makeCoinflipBet);
   t.same(secondFailures.slice(0, 3).map((a) => ({ status: a.status, body: a.body })), [], `the second player saw no error (${secondFailures.length} of ${secondAnswers.length} failed)`);
-  const slowest = Math.max(...secondMs);
-  t.ok(slowest < burstMs / 2, `no bet of the second player waited behind the flood: the slowest took ${slowest.toFixed(0)} ms, under half the burst's ${burstMs.toFixed(0)} ms`);
-  t.comment(`the second player's p99: ${percentile(secondMs, 99).toFixed(0)} ms (not asserted; the issue's goal is 500 ms on the quiet machine)`);
+  // Relative to the burst, which a loaded machine slows as much: a second player queued behind the flood
+  // would wait about as long as the burst on every bet.
+  const p99 = percentile(secondMs, 99);
+  t.ok(p99 < burstMs / 3, `the second player's bets did not wait behind the flood: p99 ${p99.toFixed(0)} ms, under a third of the burst's ${burstMs.toFixed(0)} ms`);
+  t.comment(`the second player's slowest bet: ${Math.max(...secondMs).toFixed(0)} ms, p99 ${p99.toFixed(0)} ms (the issue's goal for the p99 is 500 ms on the quiet machine; not asserted)`);
 
   // /health.
   t.ok(healthAnswers.length >= 3, `/health was polled during the burst (${healthAnswers.length} times)`);
