@@ -403,7 +403,7 @@ t.test("shutdown timeout: a request stuck in an Express route does not hold the 
   const postmaster = readPostmasterPid(path.join(dataDir, "pg"))!.pid;
 
   const stuck = sendOnce(server.url, { kind: "stuck", method: "GET", path: "/stuck" }, 60_000);
-  await waitFor("the stuck request reached its route", 5000, async () => ((await (await fetch(`${server.url}/stuck-count`)).json()) as { stuck: number }).stuck === 1);
+  await waitFor("the stuck request reached its route", 30_000, async () => ((await (await fetch(`${server.url}/stuck-count`)).json()) as { stuck: number }).stuck === 1);
   const signalAt = Date.now();
   server.child.kill("SIGTERM");
   const code = await exitedWithin(server.exited, 120_000, "the server to exit after SIGTERM (its shutdown timeout is 1 s)");

@@ -190,7 +190,7 @@ t.test("WebSocket limits, other paths, the Express app, and a plugin's subscript
       feeds.push(feed(c, BALANCE));
       await sleep(200);
     }
-    await until(() => closes.length > 0, 3000, () => "nothing closed");
+    await until(() => closes.length > 0, 30_000, () => "nothing closed");
     t.match(closes, [{ code: 4429, reason: /Too many connections: this player already holds 2 \(at most 2\)/ }]);
     t.same(feeds.slice(0, 2).map((f) => f.errors), [[], []], "the first two connections are untouched");
   });
