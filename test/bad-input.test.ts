@@ -1,25 +1,23 @@
 import "./helpers/env.js";
 import net from "node:net";
 import t, { type Test } from "tap";
-import { startAndListen, defaultPlugins, type RunningServer } from "@hubpkg/hub";
+import { defaultPlugins } from "@hubpkg/hub";
+import { startTestServer, type TestServer } from "@hubpkg/hub/test";
 import { configureReferenceRoutes, CoinflipBetPlugin, CoinflipPlanPlugin, FortunePlugin, referenceMigrationsPath } from "@hubpkg/hub/plugins";
 import { gql } from "./helpers/http.js";
 import { makePlayer } from "./helpers/credentials.js";
-import { tmpDir } from "./helpers/tmp.js";
 
 // A catalogue of hostile or broken input: each case must get a clear 4xx or a
 // GraphQL error, never a 5xx, and the server must keep answering afterwards.
 
-let hub: RunningServer;
+let hub: TestServer;
 let player: Awaited<ReturnType<typeof makePlayer>>;
 const logs: string[] = [];
 
 t.before(async () => {
-  hub = await startAndListen({
-    port: 0,
+  // A database of the test kit's shared cluster (a template copy): no initdb of its own.
+  hub = await startTestServer({
     logLevel: "warn",
-    handleSignals: false,
-    dataDir: tmpDir(t),
     extraPgSchemas: ["app"],
     userDatabaseMigrationsPath: referenceMigrationsPath,
     plugins: [...defaultPlugins, FortunePlugin, CoinflipPlanPlugin, CoinflipBetPlugin],

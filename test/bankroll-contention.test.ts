@@ -214,7 +214,8 @@ t.test("200 bets at once at the edge of the bankroll, three times: no accepted b
   t.equal(betRows.length, accepted.length, "one house row per accepted bet; refused bets wrote nothing");
   const short = betRows.filter((r) => r.balance_after - r.amount_delta < MAX_WIN);
   t.same(short, [], `before every accepted bet the bankroll held at least its largest win (${MAX_WIN})`);
-  t.same(house.filter((r) => r.balance_after < 0), [], "the bankroll is never negative");
+  // (Never negative is hub.ledger's CHECK on balance_after, not something a read here could find: the
+  // serial history and the cover before each bet above are what can fail.)
   const bankroll = await bankrollOf(CURRENCY);
   t.equal(bankroll.amount, OPENING + topUps - sum(accepted.map((a) => a.bet!.net)), "the bankroll = its opening + the operator's changes − the accepted bets' nets");
   const { rows: balances } = await hub.dbPool.query<{ user_id: string; amount: number }>("select user_id, amount from hub.balance where casino_id = $1 and currency_key = $2", [casinoId, CURRENCY]);

@@ -106,6 +106,8 @@ t.test("?before=<id> pages through every bet, newest first, with no gap and no r
     const rows = res.body as BetRow[];
     pages++;
     seen.push(...rows.map((r) => r.id));
+    // A cursor that does not advance would page forever: fail instead.
+    if (pages > 100) throw new Error(`more than 100 pages of 5 for ${ids.length} bets: the Link header's cursor does not advance (last: ${query})`);
     if (rows.length < 5) {
       t.equal(res.link, null, "no Link header on the last, partial page");
       break;

@@ -5,7 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { spawn } from "node:child_process";
 import t from "tap";
-import { tmpDir } from "./helpers/tmp.js";
+import { sharedClusterDatabase } from "./helpers/shared-database.js";
 import pg from "pg";
 import { defaultPlugins, type PluginContext } from "@hubpkg/hub";
 import { makeExtendSchemaPlugin, gql as graphql } from "@hubpkg/hub/graphile";
@@ -101,32 +101,27 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const BET = "mutation($i: MakeCoinflipBetInput!) { makeCoinflipBet(input: $i) { bet { id wager net } balance } }";
 
-/** The superuser URL of the embedded Postgres a server process started in dataDir. */
-function superuserUrlOf(dataDir: string): string {
-  const { superuserPassword } = JSON.parse(fs.readFileSync(path.join(dataDir, "credentials.json"), "utf8")) as { superuserPassword: string };
-  const port = fs.readFileSync(path.join(dataDir, "pg/postmaster.pid"), "utf8").split("\n")[3];
-  return `postgres://postgres:${superuserPassword}@127.0.0.1:${port}/hub`;
-}
 
 t.test(`one player's ${BURST} concurrent bets do not starve a second player or /health, and the books reconcile`, async (t) => {
   // The demo server as operators run it (node dist/server.js), in its own
   // process: what it does for the flood is not mixed with the test's own work.
-  // Removed (and its Postgres stopped) whatever happens, also when the server fails to start.
-  const dataDir = tmpDir(t, "hub-burst-");
-  const proc = await startServerProcess({ HUB_DATA_DIR: dataDir, LOG_LEVEL: "info" });
+  // On a database of the test kit's shared cluster (dropped whatever happens): nothing here is about the embedded Postgres.
+  const database = await sharedClusterDatabase(t);
+  const superuserUrl = database.SUPERUSER_DATABASE_URL;
+  const proc = await startServerProcess({ ...database, LOG_LEVEL: "info" });
   t.teardown(async () => {
     if (proc.child.exitCode === null) {
-      proc.child.kill("SIGINT"); // it stops its embedded Postgres, then exits
+      proc.child.kill("SIGINT");
       const timer = setTimeout(() => proc.child.kill("SIGKILL"), 20_000);
       await proc.exited;
       clearTimeout(timer);
     }
   });
   const server = { url: proc.url };
-  const db = new pg.Pool({ connectionString: superuserUrlOf(dataDir), max: 2 });
+  const db = new pg.Pool({ connectionString: superuserUrl, max: 2 });
   t.teardown(() => db.end());
-  const flooder = await makePlayer(superuserUrlOf(dataDir), "flooder");
-  const second = await makePlayer(superuserUrlOf(dataDir), "second");
+  const flooder = await makePlayer(superuserUrl, "flooder");
+  const second = await makePlayer(superuserUrl, "second");
   const casinoId = flooder.casinoId;
   await createCurrency(db, { casinoId, key: CURRENCY });
   await createHouseBankroll(db, { casinoId, currencyKey: CURRENCY, amount: BANKROLL });

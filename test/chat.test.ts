@@ -105,7 +105,7 @@ async function subscribe(who: Who, on: "A" | "B"): Promise<Feed> {
 const isProbe = (e: { data?: Record<string, any> | null | undefined }) => newMessage(e)?.body.startsWith("probe ") === true;
 /** A feed's events but the probes of subscribe(). */
 const real = (f: Feed) => f.events.filter((e) => !isProbe(e));
-const waitReal = (f: Feed, n: number) => until(() => real(f).length >= n, 5000, () => `expected ${n} events, got ${JSON.stringify(real(f))}`).then(() => real(f));
+const waitReal = (f: Feed, n: number) => until(() => real(f).length >= n, 30_000, () => `expected ${n} events, got ${JSON.stringify(real(f))}`).then(() => real(f));
 
 function newMessage(event: { data?: Record<string, any> | null | undefined }): ChatMessage | undefined {
   const alert = event.data?.hubChatAlert;
@@ -232,7 +232,7 @@ t.test("clientId makes a post idempotent: the same id twice, or at once, stores 
   t.equal(await messageRows("user_id = $1 and client_id = $2", [alice!.userId, clientId]), 1, "one row stored");
   // A later message arrives after any duplicate would have.
   const marker = await postSystemChatMessage(op.onB, roomA, "marker");
-  await until(() => bobOnA.events.some((e) => newMessage(e)?.id === marker.id), 5000, () => "the marker never arrived");
+  await until(() => bobOnA.events.some((e) => newMessage(e)?.id === marker.id), 30_000, () => "the marker never arrived");
   t.same(real(bobOnA).map((e) => newMessage(e)?.body), ["once", "marker"], "bob heard of it once");
 
   const elsewhere = (await a.authenticate(alice!.userId, roomB)).token;
@@ -424,7 +424,7 @@ t.test("the rate limit answers HubChatUserRateLimited, and one player's flood do
   const result = await postChatMessage(frank!.onA, "frank, during the flood");
   t.equal(result.__typename, "HubChatCreateUserMessageSuccess", "frank's post is accepted during erin's flood");
   if (result.__typename !== "HubChatCreateUserMessageSuccess") return;
-  await until(() => aliceOnB.events.some((e) => newMessage(e)?.id === result.chatMessage.id), 5000, () => "frank's message never reached alice");
+  await until(() => aliceOnB.events.some((e) => newMessage(e)?.id === result.chatMessage.id), 30_000, () => "frank's message never reached alice");
   t.comment(`frank's message reached alice on B ${Date.now() - sent} ms after he sent it, with erin's flood going on`);
   const floodStillGoing = answers.length;
   delivered = true;

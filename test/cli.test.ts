@@ -136,6 +136,7 @@ t.test("runtime errors exit 1 with one line and no password", async (t) => {
 });
 
 t.test("against the embedded database", async (t) => {
+  // A cluster of its own: the CLI's own creating, starting and stopping of the embedded Postgres is under test.
   const dataDir = tmpDir(t);
 
   // First run on a fresh data dir: the CLI creates the cluster, starts it,

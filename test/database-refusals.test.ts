@@ -1,12 +1,10 @@
 import "./helpers/env.js";
-import fs from "node:fs";
 import path from "node:path";
 import t from "tap";
 import { gql } from "./helpers/http.js";
 import { ROOT, startServerProcess, type ServerProcess } from "./helpers/process.js";
-import { tmpDir } from "./helpers/tmp.js";
 import { makePlayer, withPool } from "./helpers/credentials.js";
-import { readPostmasterPid } from "../dist/src/db/embedded.js";
+import { sharedClusterDatabase } from "./helpers/shared-database.js";
 
 /*
  * What the database refuses because of what a client sent is the client's
@@ -24,32 +22,26 @@ let player: Record<string, string>;
 /** Where the log of the requests starts (start-up may warn, e.g. about running as root). */
 let logStart = 0;
 
-let dataDir: string;
-
-function superuserUrl(dir: string): string {
-  const { superuserPassword } = JSON.parse(fs.readFileSync(path.join(dir, "credentials.json"), "utf8")) as { superuserPassword: string };
-  const { port } = readPostmasterPid(path.join(dir, "pg"))!;
-  return `postgres://postgres:${encodeURIComponent(superuserPassword)}@127.0.0.1:${port}/hub`;
-}
-
 t.before(async () => {
-  dataDir = tmpDir(t);
+  // A database of the test kit's shared cluster: nothing here is about the embedded Postgres.
+  const database = await sharedClusterDatabase(t);
+  const superuserUrl = database.SUPERUSER_DATABASE_URL;
   server = await startServerProcess({
-    HUB_DATA_DIR: dataDir,
+    ...database,
     HUB_CONFIG: path.join(ROOT, "test/fixtures/config-database-refusals.mjs"),
     LOG_LEVEL: "info",
   });
   logStart = server.output().length;
   // A player of the playground casino with 1000 HOUSE, and a house bankroll of 1 000 000.
-  const player_ = await makePlayer(superuserUrl(dataDir), "refused");
-  await withPool(superuserUrl(dataDir), async (pool) => {
+  const player_ = await makePlayer(superuserUrl, "refused");
+  await withPool(superuserUrl, async (pool) => {
     await pool.query("select hub_hidden.ensure_bankroll($1, 'HOUSE', 1000000, 'test bankroll')", [player_.casinoId]);
     await pool.query("select hub_hidden.credit_balance($1, $2, $3, 'HOUSE', 1000, 'test', 'test balance')", [player_.userId, player_.casinoId, player_.experienceId]);
   });
   player = player_.header;
 });
 t.teardown(async () => {
-  if (!server) return;
+  if (!server || server.child.exitCode !== null || server.child.signalCode !== null) return;
   server.child.kill("SIGTERM");
   await server.exited;
 });

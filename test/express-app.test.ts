@@ -2,14 +2,15 @@ import "./helpers/env.js";
 import t from "tap";
 import cors from "cors";
 import client from "prom-client";
-import { serverStats, startAndListen, type RunningServer, type ServerStats } from "@hubpkg/hub";
+import { serverStats, type ServerStats } from "@hubpkg/hub";
+import { startTestServer, type TestServer } from "@hubpkg/hub/test";
 import express, { Router, json, urlencoded, raw, text, type HubRequest, type Request, type Response, type NextFunction } from "@hubpkg/hub/express";
 import http from "node:http";
 import { gql } from "./helpers/http.js";
 import { makeOperator, makePlayer } from "./helpers/credentials.js";
-import { tmpDir } from "./helpers/tmp.js";
 
-const base = { port: 0, logLevel: "silent" as const, handleSignals: false };
+// Each server on its own database of the test kit's shared cluster (a template copy): no initdb each.
+const base = { logLevel: "silent" as const };
 
 // Everything below is ordinary Express code, as a user already has it.
 const seen = { graphqlRequestsSeenByMiddleware: 0, jsonReturnedRes: false, superuserPoolPassed: false };
@@ -118,12 +119,12 @@ function configureApp({ app, superuserPool }: { app: express.Express; superuserP
   });
 }
 
-let hub: RunningServer;
+let hub: TestServer;
 let player: Awaited<ReturnType<typeof makePlayer>>;
 let operator: Awaited<ReturnType<typeof makeOperator>>;
 
 t.before(async () => {
-  hub = await startAndListen({ ...base, dataDir: tmpDir(t), configureApp });
+  hub = await startTestServer({ ...base, configureApp });
   player = await makePlayer(hub.superuserDatabaseUrl, "alice");
   operator = await makeOperator(hub.superuserDatabaseUrl);
 });
@@ -268,9 +269,8 @@ t.test("req.identity in Express handlers: user, operator, none", async (t) => {
 });
 
 t.test("the other revision: configureApp(app) with the app as its only argument, async", async (t) => {
-  const hub2 = await startAndListen({
+  const hub2 = await startTestServer({
     ...base,
-    dataDir: tmpDir(t),
     configureApp: async (app: express.Express) => {
       await new Promise((r) => setTimeout(r, 10));
       app.get("/health", (_req, res) => res.json({ status: "ok" }));
@@ -286,9 +286,9 @@ t.test("serverStats(req): each server in the process counts its own requests", a
   const statsRoute = (app: express.Express) => {
     app.get("/stats", (req, res) => res.json(serverStats(req)));
   };
-  const a = await startAndListen({ ...base, dataDir: tmpDir(t), configureApp: statsRoute });
+  const a = await startTestServer({ ...base, configureApp: statsRoute });
   t.teardown(() => a.stop());
-  const b = await startAndListen({ ...base, dataDir: tmpDir(t), configureApp: statsRoute });
+  const b = await startTestServer({ ...base, configureApp: statsRoute });
   t.teardown(() => b.stop());
   const statsOf = async (url: string) => (await (await fetch(`${url}/stats`)).json()) as ServerStats;
 

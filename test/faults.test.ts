@@ -15,13 +15,17 @@ import { gql } from "./helpers/http.js";
 import { ROOT, startServerProcess } from "./helpers/process.js";
 import { makePlayer, withPool } from "./helpers/credentials.js";
 import { tmpDir } from "./helpers/tmp.js";
+import { sharedClusterDatabase } from "./helpers/shared-database.js";
 import { isAlive, readPostmasterPid, startExternalPostgres, stopPostmasterOf } from "./helpers/external-postgres.js";
 import { describeResult, sendOnce, startLoad, tally, type LoadRequest, type LoadResult } from "./helpers/load.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** "Fail quickly": every request is answered within this while Postgres is down. */
-const FAIL_FAST_MS = 5000;
+/**
+ * "Fail quickly" is asserted as an order of events, not a duration: every
+ * request sent while Postgres is down is answered before Postgres comes back.
+ * Durations are printed (t.comment), never compared with a threshold.
+ */
 
 function superuserUrl(dataDir: string): string {
   const { superuserPassword } = JSON.parse(fs.readFileSync(path.join(dataDir, "credentials.json"), "utf8")) as { superuserPassword: string };
@@ -48,6 +52,16 @@ async function waitFor(what: string, timeoutMs: number, fn: () => Promise<boolea
     }
     if (Date.now() - started > timeoutMs) throw new Error(`${what}: not within ${timeoutMs} ms${last ? ` (last error: ${String(last)})` : ""}`);
     await sleep(100);
+  }
+}
+
+/** The process's exit code; fails after `ms` naming what it waited for (a bound on the wait, not a speed requirement). */
+async function exitedWithin(exited: Promise<number | null>, ms: number, what: string): Promise<number | null> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([exited, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`not within ${ms} ms: ${what}`)), ms)))]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
@@ -118,13 +132,18 @@ t.test("Postgres stopped under load: requests fail fast (GraphQL error or 503), 
   t.comment(`anonymous query during the outage: ${JSON.stringify(anon.body)}`);
   // Enough of the load sent during the outage to judge it (a count, not a time).
   await waitFor("20 requests of the load sent during the outage", 60_000, async () => load.results.filter((r) => r.sentAt >= downAt).length > 20);
+  // The load stops while Postgres is still down: a request that waited for the
+  // database instead of failing would hold this until the load's own 30 s
+  // timeout, and show as unanswered below.
+  await load.stop();
   const restartAt = Date.now();
 
-  // Every request sent while Postgres was down failed quickly and cleanly.
-  const during = load.results.filter((r) => r.sentAt >= downAt && r.sentAt < restartAt);
+  // Every request sent while Postgres was down failed cleanly, before it came back.
+  const during = load.results.filter((r) => r.sentAt >= downAt);
   t.ok(during.length > 20, `load during the outage: ${during.length} requests`);
   t.same(during.filter((r) => r.error !== undefined).map(describeResult), [], "no request went unanswered (no reset, no timeout)");
-  t.same(during.filter((r) => r.doneAt - r.sentAt > FAIL_FAST_MS).map(describeResult), [], `every request was answered within ${FAIL_FAST_MS} ms`);
+  t.ok(during.every((r) => r.doneAt <= restartAt), "every one was answered while Postgres was still down");
+  t.comment(`slowest answer during the outage: ${Math.max(...during.map((r) => r.doneAt - r.sentAt))} ms (not asserted)`);
   const acceptable = (r: LoadResult): boolean => {
     if (r.status === 503) return true; // identity lookup failed, or /health reporting the database down
     if (r.kind === "health" || r.kind === "whoami") return false;
@@ -148,31 +167,34 @@ t.test("Postgres stopped under load: requests fail fast (GraphQL error or 503), 
     "the GraphQL error says the database is unavailable (not a generic internal error)",
   );
   const straddling = load.results.filter((r) => r.sentAt >= stoppingAt && r.sentAt < downAt);
-  t.same(straddling.filter((r) => r.error !== undefined || r.doneAt - r.sentAt > FAIL_FAST_MS).map(describeResult), [], "requests in flight when Postgres stopped were answered too, quickly");
+  t.same(straddling.filter((r) => r.error !== undefined).map(describeResult), [], "requests in flight when Postgres stopped were answered too, before it came back");
 
   // Postgres returns on the same port: the server recovers by itself.
   await db.start();
   const upAt = Date.now();
-  const recoveredIn = await waitFor("the server serves database queries again", 15_000, async () => {
+  const recovering = startLoad(server.url, { concurrency: 6, next: (w, n) => mix[(w + n) % mix.length]!(n), timeoutMs: 30_000, errorPauseMs: 50 });
+  t.teardown(() => recovering.stop());
+  const recoveredIn = await waitFor("the server serves database queries again", 60_000, async () => {
     const a = await gql(server.url, "{ allHubCasinos { totalCount } }");
     const p = await gql(server.url, "{ hubCurrentUser { id } }", undefined, player.header);
     return a.body.errors === undefined && (p.body.data as any)?.hubCurrentUser?.id === player.userId;
   });
   t.pass(`database queries and sessions work again ${recoveredIn} ms after Postgres came back`);
-  await waitFor("20 answers to the load after recovery", 60_000, async () => load.results.filter((r) => r.sentAt >= upAt + recoveredIn).length > 20);
-  const after = load.results.filter((r) => r.sentAt >= upAt + recoveredIn);
+  await waitFor("20 answers to the load after recovery", 60_000, async () => recovering.results.filter((r) => r.sentAt >= upAt + recoveredIn).length > 20);
+  const after = recovering.results.filter((r) => r.sentAt >= upAt + recoveredIn);
   t.ok(after.length > 20, `load after recovery: ${after.length} requests`);
   t.same(after.filter((r) => !(r.kind === "health" || r.kind === "whoami" ? r.status === 200 : graphqlOk(r))).map(describeResult), [], "after recovery every request succeeds again");
-  await load.stop();
+  await recovering.stop();
 
   // The LISTEN connection (live updates and credential changes) reconnected too: with a 60 s identity cache,
   // only its notification can make a revocation take effect at once.
-  await waitFor("the LISTEN connection is back", 15_000, () =>
+  await waitFor("the LISTEN connection is back", 60_000, () =>
     withPool(db.superuserUrl, async (pool) => (await pool.query("select 1 from pg_stat_activity where application_name = 'hub:live-notifications'")).rowCount === 1),
   );
   t.same(await (await fetch(`${server.url}/whoami`, { headers: player.header })).json(), { kind: "user" }, "the session is cached as valid");
   await withPool(db.superuserUrl, (pool) => pool.query("update hub.session set revoked_at = now() where id = $1", [player.sessionId]));
-  const refusedIn = await waitFor("the revoked session is refused", 2000, async () => ((await (await fetch(`${server.url}/whoami`, { headers: player.header })).json()) as { kind: unknown }).kind === null);
+  // Bounded well inside the 60 s cache TTL: only the notification can make it happen that soon.
+  const refusedIn = await waitFor("the revoked session is refused while its cache entry (60 s) still holds it", 45_000, async () => ((await (await fetch(`${server.url}/whoami`, { headers: player.header })).json()) as { kind: unknown }).kind === null);
   t.pass(`a session revoked after the outage was refused within ${refusedIn} ms (cache TTL 60 s): the listener reconnected`);
 
   t.equal(server.child.exitCode, null, "the server never exited");
@@ -227,11 +249,10 @@ t.test("SIGTERM under load: stops accepting, finishes in-flight bets, closes poo
   const inFlightAtSignal = load.inFlight();
   const signalAt = Date.now();
   server.child.kill("SIGTERM");
-  const code = await server.exited;
+  const code = await exitedWithin(server.exited, 120_000, "the server to exit after SIGTERM (its shutdown timeout is 10 s)");
   const exitedAt = Date.now();
   await load.stop();
-  t.equal(code, 0, `exits 0 on SIGTERM (${exitedAt - signalAt} ms after the signal, ${inFlightAtSignal} requests in flight at the signal)`);
-  t.ok(exitedAt - signalAt < 10_000 + 5000, "within the shutdown timeout (10 s default) and a margin");
+  t.equal(code, 0, `exits 0 on SIGTERM (${exitedAt - signalAt} ms after the signal, not asserted; ${inFlightAtSignal} requests in flight at the signal)`);
   t.notOk(isAlive(postmaster), "the embedded Postgres it started is stopped");
   t.match(server.output(), /embedded Postgres stopped/);
   t.notMatch(server.output(), /terminating connection due to administrator command|connection lost|did not finish in time/, "pools closed before Postgres stopped; no request was cut off");
@@ -320,11 +341,9 @@ function stall(port: number, text: string, giveUpMs: number): Promise<{ ms: numb
 const TIMEOUTS_CONFIG = path.join(ROOT, "test/fixtures/config-faults-timeouts.mjs");
 
 t.test("timeouts: statement_timeout ends a slow GraphQL query with a GraphQL error; a stalled request body gets 408 or is closed", async (t) => {
-  const dataDir = tmpDir(t, "hub-faults-timeouts-");
-  // If the test fails midway, the server is SIGKILLed: stop the Postgres it started on our data dir too.
-  t.teardown(() => stopPostmasterOf(path.join(dataDir, "pg")));
+  // A database of the test kit's shared cluster: nothing here is about the embedded Postgres.
   // statementTimeoutMs: 500, requestTimeoutMs: 1000 (test/fixtures/config-faults-timeouts.mjs)
-  const server = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_CONFIG: TIMEOUTS_CONFIG });
+  const server = await startServerProcess({ ...(await sharedClusterDatabase(t)), HUB_CONFIG: TIMEOUTS_CONFIG });
   t.teardown(() => server.child.kill("SIGKILL"));
   const port = Number(new URL(server.url).port);
 
@@ -335,8 +354,10 @@ t.test("timeouts: statement_timeout ends a slow GraphQL query with a GraphQL err
   // GraphQL pool has connections (20): each must end quickly with an error.
   const started = Date.now();
   const slow = await Promise.all(Array.from({ length: 25 }, () => sendOnce(server.url, { kind: "slow", body: gqlBody("{ slow(seconds: 30) }") }, 40_000)));
-  t.same(slow.filter((r) => r.error !== undefined || r.doneAt - r.sentAt > FAIL_FAST_MS).map(describeResult), [], `25 concurrent 30-second queries were each answered within ${FAIL_FAST_MS} ms`);
-  t.comment(`all 25 answered in ${Date.now() - started} ms`);
+  // Ended by the timeout, not by finishing: each is answered before its 30 s sleep could have ended.
+  t.same(slow.filter((r) => r.error !== undefined || r.doneAt - r.sentAt >= 30_000).map(describeResult), [], "25 concurrent 30-second queries were each answered before their sleep could end");
+  t.same(slow.filter((r) => r.body?.errors?.[0]?.extensions?.code !== "STATEMENT_TIMEOUT").map(describeResult), [], "each one ended by the statement timeout (code STATEMENT_TIMEOUT)");
+  t.comment(`all 25 answered in ${Date.now() - started} ms (not asserted)`);
   t.same(
     slow.filter((r) => !(r.status === 200 && r.body?.data?.slow === null && typeof r.body?.errors?.[0]?.message === "string")).map(describeResult),
     [],
@@ -344,7 +365,7 @@ t.test("timeouts: statement_timeout ends a slow GraphQL query with a GraphQL err
   );
   t.comment(`what the client sees: ${JSON.stringify(slow[0]?.body)}`);
   t.match(slow[0]?.body?.errors?.[0], { message: /statement timeout/, extensions: { code: "STATEMENT_TIMEOUT" } }, "the client is told it was the statement timeout");
-  await waitFor("the server log names the statement timeout", 2000, async () => /canceling statement due to statement timeout/.test(server.output()));
+  await waitFor("the server log names the statement timeout", 30_000, async () => /canceling statement due to statement timeout/.test(server.output()));
   t.pass("the server log has Postgres's reason (canceling statement due to statement timeout)");
   t.same((await gql(server.url, "{ slow(seconds: 0.05) }")).body, { data: { slow: 1 } }, "the pool's connections are usable afterwards");
 
@@ -355,13 +376,13 @@ t.test("timeouts: statement_timeout ends a slow GraphQL query with a GraphQL err
     20_000,
   );
   t.comment(`stalled body: closed=${body.closed} after ${body.ms} ms, received ${JSON.stringify(body.received.split("\r\n")[0])}`);
-  t.ok(body.closed, "the server ended the connection of a request whose body never completed");
-  t.ok(body.ms < 1000 + 4000, `within the request timeout (1000 ms) and a margin: ${body.ms} ms`);
+  // Node's own limits (60 s for headers, 300 s for a request) would not have closed it before the test gave up (20 s).
+  t.ok(body.closed, "the server ended the connection of a request whose body never completed, before the test gave up (20 s)");
   t.ok(body.received === "" || /^HTTP\/1\.1 408/.test(body.received), "with a 408 or nothing");
   // The same for headers that never end (slowloris).
   const headers = await stall(port, "GET /graphql?query=%7B__typename%7D HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ", 20_000);
   t.comment(`stalled headers: closed=${headers.closed} after ${headers.ms} ms, received ${JSON.stringify(headers.received.split("\r\n")[0])}`);
-  t.ok(headers.closed && headers.ms < 1000 + 4000, `a request whose headers never end is closed within the bound: ${headers.ms} ms`);
+  t.ok(headers.closed, "a request whose headers never end is closed too, before the test gave up (20 s)");
   t.ok(headers.received === "" || /^HTTP\/1\.1 408/.test(headers.received), "with a 408 or nothing");
 
   // The request timeout bounds receiving a request, not producing the answer.
@@ -382,15 +403,15 @@ t.test("shutdown timeout: a request stuck in an Express route does not hold the 
   const postmaster = readPostmasterPid(path.join(dataDir, "pg"))!.pid;
 
   const stuck = sendOnce(server.url, { kind: "stuck", method: "GET", path: "/stuck" }, 60_000);
-  await waitFor("the stuck request reached its route", 5000, async () => ((await (await fetch(`${server.url}/stuck-count`)).json()) as { stuck: number }).stuck === 1);
+  await waitFor("the stuck request reached its route", 30_000, async () => ((await (await fetch(`${server.url}/stuck-count`)).json()) as { stuck: number }).stuck === 1);
   const signalAt = Date.now();
   server.child.kill("SIGTERM");
-  const code = await server.exited;
+  const code = await exitedWithin(server.exited, 120_000, "the server to exit after SIGTERM (its shutdown timeout is 1 s)");
   const tookMs = Date.now() - signalAt;
   t.equal(code, 0, "exits 0");
-  t.ok(tookMs < 1000 + 5000, `stopped ${tookMs} ms after SIGTERM: the stuck request held it for at most shutdownTimeoutMs (1000) and a margin`);
-  t.ok(tookMs >= 900, "and it did wait for the stuck request first (about shutdownTimeoutMs)");
-  t.match(server.output(), /in-flight requests did not finish in time; closing their connections/, "the log says a connection was cut");
+  t.ok(tookMs >= 900, `it waited for the stuck request first, about shutdownTimeoutMs (stopped ${tookMs} ms after SIGTERM)`);
+  // The stuck request would hold the shutdown forever: that it exited at all, saying so, is the cut.
+  t.match(server.output(), /"timeoutMs":1000[^\n]*in-flight requests did not finish in time; closing their connections/, "the log says a connection was cut, at the configured timeout (1000 ms)");
   const stuckResult = await stuck;
   t.ok(stuckResult.error !== undefined || stuckResult.status === 503, `the stuck client saw its connection closed (${describeResult(stuckResult)})`);
   t.notOk(isAlive(postmaster), "the embedded Postgres was stopped too");

@@ -1,24 +1,20 @@
 import "./helpers/env.js";
 import net from "node:net";
 import t from "tap";
-import { startAndListen, type RunningServer } from "@hubpkg/hub";
 import type { HubRequest, Response } from "@hubpkg/hub/express";
 import { gql } from "./helpers/http.js";
 import { makeOperator, makePlayer, withPool, type Player } from "./helpers/credentials.js";
-import { tmpDir } from "./helpers/tmp.js";
 import pg from "pg";
-import { createExperience, createPlayer, startTestServer } from "@hubpkg/hub/test";
+import { createExperience, createPlayer, startTestServer, type TestServer } from "@hubpkg/hub/test";
 
-let hub: RunningServer;
+let hub: TestServer;
 let alice: Player;
 let op: Awaited<ReturnType<typeof makeOperator>>;
 
 t.before(async () => {
-  hub = await startAndListen({
-    port: 0,
+  // A database of the test kit's shared cluster (a template copy): no initdb of its own.
+  hub = await startTestServer({
     logLevel: "silent",
-    handleSignals: false,
-    dataDir: tmpDir(t),
     configureApp: (app) => {
       app.get("/whoami", (req: HubRequest, res: Response) => {
         res.json({ kind: req.identity?.kind ?? null });
@@ -97,12 +93,17 @@ async function kindAt(url: string, headers: Record<string, string>): Promise<unk
   return ((await (await fetch(`${url}/whoami`, { headers })).json()) as { kind: unknown }).kind;
 }
 
-/** Milliseconds until the server refuses the credential, polling every 20 ms; rejects after limitMs. */
-async function refusedWithin(url: string, headers: Record<string, string>, limitMs: number): Promise<number> {
+/**
+ * Polls until the server refuses the credential, and fails if it still accepts
+ * it at `deadline` (when its cache entry expires: a refusal before that can
+ * only come from the revocation's notification). Resolves with the milliseconds
+ * it took, which are printed, not asserted.
+ */
+async function refusedBefore(url: string, headers: Record<string, string>, deadline: number, what: string): Promise<number> {
   const started = Date.now();
   for (;;) {
     if ((await kindAt(url, headers)) === null) return Date.now() - started;
-    if (Date.now() - started > limitMs) throw new Error(`the credential still works after ${limitMs} ms`);
+    if (Date.now() > deadline) throw new Error(`${what} was still accepted when its cache entry expired: the revocation's notification did not reach the server`);
     await new Promise((r) => setTimeout(r, 20));
   }
 }
@@ -117,14 +118,18 @@ t.test("with a 60 s cache, a revocation arrives by notification alone; expiry is
   const session = { authorization: `session:${token}` };
   const operator = await server.authenticateOperator();
   const key = { authorization: `apikey:${operator.apiKey}` };
+  // Before the first lookups: the entries expire no earlier than 60 s from here.
+  const cacheExpires = Date.now() + 60_000;
   t.equal(await kindAt(server.url, session), "user", "cached as valid");
   t.equal(await kindAt(server.url, key), "operator", "cached as valid");
 
   await server.dbPool.query("update hub.session set revoked_at = now() where user_id = $1", [user.id]);
-  // Generous against a loaded machine; the cache alone would keep it for 60 s.
-  t.ok((await refusedWithin(server.url, session, 2000)) <= 2000, "a session revoked in SQL is refused within 2 s (of 60 s TTL)");
+  const sessionMs = await refusedBefore(server.url, session, cacheExpires, "the session revoked in SQL");
+  t.pass("a session revoked in SQL is refused while its cache entry (60 s) still held it as valid");
   await server.dbPool.query("update hub.api_key set revoked_at = now() where id = $1", [operator.apiKeyId]);
-  t.ok((await refusedWithin(server.url, key, 2000)) <= 2000, "an API key revoked in SQL is refused within 2 s");
+  const keyMs = await refusedBefore(server.url, key, cacheExpires, "the API key revoked in SQL");
+  t.pass("an API key revoked in SQL is refused while its cache entry still held it as valid");
+  t.comment(`refused ${sessionMs} ms (session) and ${keyMs} ms (API key) after the revocation (not asserted)`);
 
   // Expiry: no notification is sent for it and the cache entry outlives it.
   const expiring = await makePlayer(server.superuserDatabaseUrl, "expiring", { expiresInSeconds: 1 });

@@ -2,12 +2,11 @@ import "./helpers/env.js";
 import { createHash } from "node:crypto";
 import pg from "pg";
 import t from "tap";
-import { tmpDir } from "./helpers/tmp.js";
+import { sharedClusterDatabase } from "./helpers/shared-database.js";
 // Internal units, not part of the package's public API: the compiled files.
 import { createIdentityResolver } from "../dist/src/auth/resolver.js";
 import { MAX_CREDENTIAL_LENGTH } from "../dist/src/parse.js";
 import { createApiKey, createSession, digest, ensurePlayer, newToken } from "../dist/src/auth/credentials.js";
-import { startEmbeddedPostgres } from "../dist/src/db/embedded.js";
 import { migrate } from "../dist/src/db/migrate.js";
 import { createLogger } from "../dist/src/logger.js";
 import { GRAPHQL_ROLE, PG_SETTING, identityOf, pgSettingsFor, setIdentity } from "../dist/src/auth/identity.js";
@@ -15,13 +14,13 @@ import { GRAPHQL_ROLE, PG_SETTING, identityOf, pgSettingsFor, setIdentity } from
 const log = createLogger({ level: "error", pretty: false });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-const db = await startEmbeddedPostgres({ dataDir: tmpDir(t), log, fastInit: true });
+// A database of the test kit's shared cluster (a template copy): no initdb of its own.
+const db = { superuserUrl: (await sharedClusterDatabase(t)).SUPERUSER_DATABASE_URL };
 const pools: pg.Pool[] = [];
 // Pools first. pool.end() resolves before its sockets are closed, so a client
 // may still see Postgres's shutdown: each pool ignores errors of idle clients.
 t.teardown(async () => {
   await Promise.all(pools.map((p) => p.end()));
-  await db.stop();
 });
 /** For setting up rows and inspecting them: never counted. */
 const admin = new pg.Pool({ connectionString: db.superuserUrl, max: 4 }).on("error", () => undefined);

@@ -29,29 +29,44 @@ async function goneWithin(pid: number, ms: number): Promise<number | undefined> 
   return isAlive(pid) ? undefined : Date.now() - started;
 }
 
-/** Every test runs on its own tmp data dir; whatever happens, its postmaster is stopped at the end. */
+/** A fresh tmp data dir for this test; whatever happens, its postmaster is stopped at the end. */
 function dataDirFor(t: Parameters<typeof tmpDir>[0] & { teardown(fn: () => unknown): void }): string {
   const dir = tmpDir(t, "hub-lifecycle-");
   t.teardown(() => stopPostmasterOf(path.join(dir, "pg")));
   return dir;
 }
 
+/**
+ * These tests are about the embedded Postgres the server starts, so they run
+ * clusters of their own, not the test kit's; those that need a cluster but not
+ * a first start share one data dir (one initdb for the file), each test in
+ * turn, leaving its postmaster stopped at its end whatever happens.
+ */
+const reusedDir = tmpDir(t, "hub-lifecycle-reused-");
+function reusedDataDir(t: { teardown(fn: () => unknown): void }): string {
+  t.teardown(() => stopPostmasterOf(path.join(reusedDir, "pg")));
+  return reusedDir;
+}
+
+/** Generous bounds on waits for a process to go (the watchdog polls; a loaded machine is slow): not speed requirements. */
+const GONE_WITHIN_MS = 30_000;
+
 const postmaster = (dataDir: string) => readPostmasterPid(path.join(dataDir, "pg"));
 
 t.test("a server killed outright (SIGKILL) does not leave its embedded Postgres behind", async (t) => {
-  const dataDir = dataDirFor(t);
+  const dataDir = reusedDataDir(t);
   const server = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
   t.teardown(() => server.child.kill("SIGKILL"));
   const pid = postmaster(dataDir)!.pid;
   t.ok(isAlive(pid), "the server started a postmaster");
   server.child.kill("SIGKILL");
   await server.exited;
-  const took = await goneWithin(pid, 8000);
-  t.ok(took !== undefined, `the postmaster is gone ${took} ms after the server was SIGKILLed (bound 8000 ms)`);
+  const took = await goneWithin(pid, GONE_WITHIN_MS);
+  t.ok(took !== undefined, `the postmaster is gone after the server was SIGKILLed (waited up to ${GONE_WITHIN_MS} ms; it took ${took} ms)`);
 });
 
 t.test("a server that dies by a fatal error (abort: no exit hooks run) does not leave its embedded Postgres behind", async (t) => {
-  const dataDir = dataDirFor(t);
+  const dataDir = reusedDataDir(t);
   const server = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_CONFIG: CONFIG });
   t.teardown(() => server.child.kill("SIGKILL"));
   const pid = postmaster(dataDir)!.pid;
@@ -60,12 +75,12 @@ t.test("a server that dies by a fatal error (abort: no exit hooks run) does not 
   const code = await server.exited;
   t.equal(code, null, "the process ended by a signal (SIGABRT), not an exit");
   t.equal(server.child.signalCode, "SIGABRT");
-  const took = await goneWithin(pid, 8000);
-  t.ok(took !== undefined, `the postmaster is gone ${took} ms after the abort (bound 8000 ms)`);
+  const took = await goneWithin(pid, GONE_WITHIN_MS);
+  t.ok(took !== undefined, `the postmaster is gone after the abort (waited up to ${GONE_WITHIN_MS} ms; it took ${took} ms)`);
 });
 
 t.test("a server with a heap too small for its work crashes (V8 heap limit) without leaving its embedded Postgres behind", async (t) => {
-  const dataDir = dataDirFor(t);
+  const dataDir = reusedDataDir(t);
   // NODE_OPTIONS reaches the server only: the watchdog runs with an empty environment.
   const server = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_CONFIG: CONFIG, NODE_OPTIONS: "--max-old-space-size=200" });
   t.teardown(() => server.child.kill("SIGKILL"));
@@ -78,8 +93,8 @@ t.test("a server with a heap too small for its work crashes (V8 heap limit) with
   clearTimeout(timer);
   t.not(code, 0, `the server died (${String(code)})`);
   t.match(server.output(), /heap limit|heap out of memory/i, "of its heap limit");
-  const took = await goneWithin(pid, 8000);
-  t.ok(took !== undefined, `the postmaster is gone ${took} ms after the crash (bound 8000 ms)`);
+  const took = await goneWithin(pid, GONE_WITHIN_MS);
+  t.ok(took !== undefined, `the postmaster is gone after the crash (waited up to ${GONE_WITHIN_MS} ms; it took ${took} ms)`);
 });
 
 t.test("what the hub writes in the data dir is readable by its owner only, also files an older version left readable", async (t) => {
@@ -130,7 +145,7 @@ function keepAliveRequest(agent: http.Agent, url: string, options: { method?: st
 }
 
 t.test("SIGTERM with keep-alive clients: in-flight requests are answered and idle connections closed at once, well before the shutdown timeout", async (t) => {
-  const dataDir = dataDirFor(t);
+  const dataDir = reusedDataDir(t);
   // A timeout far beyond the wait below: reaching it shows as a failure (and a log line), not as slowness.
   const server = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_CONFIG: CONFIG, TEST_SHUTDOWN_TIMEOUT_MS: "120000" });
   t.teardown(() => server.child.kill("SIGKILL"));
@@ -172,7 +187,7 @@ t.test("SIGTERM with keep-alive clients: in-flight requests are answered and idl
   const code = await server.exited;
   const tookMs = Date.now() - signalAt;
   t.equal(code, 0, "exits 0");
-  t.ok(tookMs < 60_000, `stopped ${tookMs} ms after SIGTERM: once the in-flight requests were answered, not at the 120 s shutdown timeout`);
+  t.ok(tookMs < 120_000, `stopped before the 120 s shutdown timeout, once the in-flight requests were answered (${tookMs} ms after SIGTERM)`);
   t.notMatch(server.output(), /did not finish in time/, "no connection had to be cut");
 });
 
@@ -187,7 +202,7 @@ async function answersWithData(url: string): Promise<boolean> {
 
 for (const how of ["SIGINT", "SIGKILL"] as const) {
   t.test(`a server sharing the embedded Postgres takes it over when its owner stops (${how}), and stops it when it stops`, async (t) => {
-    const dataDir = dataDirFor(t);
+    const dataDir = reusedDataDir(t);
     const owner = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
     t.teardown(() => owner.child.kill("SIGKILL"));
     const first = postmaster(dataDir)!;
@@ -198,19 +213,19 @@ for (const how of ["SIGINT", "SIGKILL"] as const) {
 
     owner.child.kill(how);
     await owner.exited;
-    t.ok((await goneWithin(first.pid, 10_000)) !== undefined, "the owner's Postgres stopped");
+    t.ok((await goneWithin(first.pid, GONE_WITHIN_MS)) !== undefined, "the owner's Postgres stopped");
 
     // The second server starts it again on the same port and answers after a short gap.
     const stoppedAt = Date.now();
     let gap: number | undefined;
-    while (Date.now() - stoppedAt < 20_000) {
+    while (Date.now() - stoppedAt < 60_000) {
       if (await answersWithData(sharer.url)) {
         gap = Date.now() - stoppedAt;
         break;
       }
       await sleep(100);
     }
-    t.ok(gap !== undefined, `the second server answers with data again ${gap} ms after the owner's Postgres stopped (bound 20000 ms)`);
+    t.ok(gap !== undefined, `the second server answers with data again after the owner's Postgres stopped (waited up to 60 s; it took ${gap} ms)`);
     t.match(sharer.output(), /starting it again \(this server now owns it\)/, "it says it took the Postgres over");
     const second = postmaster(dataDir);
     t.ok(second && second.pid !== first.pid && isAlive(second.pid), "a new postmaster runs");
@@ -219,7 +234,7 @@ for (const how of ["SIGINT", "SIGKILL"] as const) {
 
     sharer.child.kill("SIGINT");
     t.equal(await sharer.exited, 0, "the second server exits 0");
-    t.ok(second && (await goneWithin(second.pid, 5000)) !== undefined, "and the Postgres it took over is gone with it");
+    t.ok(second && (await goneWithin(second.pid, GONE_WITHIN_MS)) !== undefined, "and the Postgres it took over is gone with it");
   });
 }
 
@@ -290,8 +305,8 @@ t.test("a server whose shared embedded Postgres is stopped during its start-up e
   // Where the start-up is when the owner stops depends on timing: several delays cover
   // attaching, the database check, the pools, the migrations, the schema build and listening.
   const outcomes: string[] = [];
-  // One data dir for every round (one initdb, not eight): each owner starts the cluster the previous round stopped.
-  const dataDir = dataDirFor(t);
+  // One data dir for every round: each owner starts the cluster the previous round stopped.
+  const dataDir = reusedDataDir(t);
   for (const delayMs of [150, 300, 450, 600, 800, 1000, 1300, 1700]) {
     const owner = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
     t.teardown(() => owner.child.kill("SIGKILL"));

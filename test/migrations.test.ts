@@ -11,8 +11,15 @@ import { CORE_MIGRATIONS_DIR, readCoreMigrations } from "../dist/src/db/core-mig
 import { coreChecksum } from "../dist/src/test-kit/cluster.js";
 import { ROOT } from "./helpers/process.js";
 import { tmpDir, writeFiles } from "./helpers/tmp.js";
+import { sharedClusterDatabase } from "./helpers/shared-database.js";
 
 const base = { port: 0, logLevel: "silent" as const, handleSignals: false };
+
+/** A database of the test kit's shared cluster (a template copy, dropped at the end) as start options: no initdb of its own. */
+async function sharedDatabase(t: { teardown(fn: () => unknown): void }) {
+  const db = await sharedClusterDatabase(t);
+  return { databaseUrl: db.DATABASE_URL, superuserDatabaseUrl: db.SUPERUSER_DATABASE_URL };
+}
 
 async function query<T extends pg.QueryResultRow>(url: string, sql: string): Promise<T[]> {
   const client = new pg.Client({ connectionString: url });
@@ -26,6 +33,7 @@ async function query<T extends pg.QueryResultRow>(url: string, sql: string): Pro
 
 t.test("user migrations: numeric order, once each, concurrent starts, edits reported", async (t) => {
   const dataDir = tmpDir(t);
+  const db = await sharedDatabase(t);
   const dir = writeFiles(path.join(dataDir, "migrations"), {
     // Lexically "10-" sorts before "2-": the numeric prefix decides.
     "10-third.sql": "insert into app.log (step) values ('third');",
@@ -36,8 +44,8 @@ t.test("user migrations: numeric order, once each, concurrent starts, edits repo
 
   // Two hubs starting at the same moment on one database: each migration once.
   const [a, b] = await Promise.all([
-    startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir }),
-    startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir }),
+    startAndListen({ ...base, ...db, userDatabaseMigrationsPath: dir }),
+    startAndListen({ ...base, ...db, userDatabaseMigrationsPath: dir }),
   ]);
   t.teardown(async () => {
     await b.stop();
@@ -51,13 +59,13 @@ t.test("user migrations: numeric order, once each, concurrent starts, edits repo
   await a.stop();
 
   // Restart: nothing re-runs.
-  const c = await startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir });
+  const c = await startAndListen({ ...base, ...db, userDatabaseMigrationsPath: dir });
   t.same((await query(c.superuserDatabaseUrl, "select step from app.log")).length, 2, "a restart applies nothing again");
   await c.stop();
 
   // An applied file that was edited is reported, not silently re-run.
   fs.writeFileSync(path.join(dir, "2-second.sql"), "insert into app.log (step) values ('edited');");
-  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir }), {
+  await t.rejects(startAndListen({ ...base, ...db, userDatabaseMigrationsPath: dir }), {
     code: "HUB_MIGRATION_CHANGED",
     message: /"2-second\.sql".*edited after it was applied/,
   });
@@ -65,19 +73,20 @@ t.test("user migrations: numeric order, once each, concurrent starts, edits repo
 
 t.test("an edit declaring the text it replaces (hub:replaces-checksum) is accepted by a database that applied that text, and only by it", async (t) => {
   const dataDir = tmpDir(t);
+  const db = await sharedDatabase(t);
   const v1 = "-- version 1\ncreate table public.replaced (id int);\n";
   const dir = writeFiles(path.join(dataDir, "migrations"), { "001-replaced.sql": v1 });
   const checksum = (text: string) => createHash("sha256").update(text).digest("hex");
   const recorded = async (url: string) =>
     (await query<{ checksum: string }>(url, "select checksum from hub_secret.migration where kind = 'user' and name = '001-replaced.sql'"))[0]?.checksum;
-  const first = await startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir });
+  const first = await startAndListen({ ...base, ...db, userDatabaseMigrationsPath: dir });
   t.equal(await recorded(first.superuserDatabaseUrl), checksum(v1));
   await first.stop();
 
   // An edit without the line: refused, and the refusal prints the line that would declare it.
   const v2 = "-- version 2, reworded\ncreate table public.replaced (id int);\n";
   fs.writeFileSync(path.join(dir, "001-replaced.sql"), v2);
-  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir }), {
+  await t.rejects(startAndListen({ ...base, ...db, userDatabaseMigrationsPath: dir }), {
     code: "HUB_MIGRATION_CHANGED",
     message: new RegExp(`"-- hub:replaces-checksum ${checksum(v1)}"`),
   });
@@ -85,19 +94,19 @@ t.test("an edit declaring the text it replaces (hub:replaces-checksum) is accept
   // With it: the database records the new text and starts; nothing re-runs (the table would exist twice).
   const v2declared = `${v2}-- hub:replaces-checksum ${checksum(v1)}\n`;
   fs.writeFileSync(path.join(dir, "001-replaced.sql"), v2declared);
-  const second = await startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir });
+  const second = await startAndListen({ ...base, ...db, userDatabaseMigrationsPath: dir });
   t.equal(await recorded(second.superuserDatabaseUrl), checksum(v2declared), "the new checksum is recorded");
   await second.stop();
-  const again = await startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir });
+  const again = await startAndListen({ ...base, ...db, userDatabaseMigrationsPath: dir });
   await again.stop();
 
   // A line naming a text this database never applied changes nothing: it now has v2declared's.
   fs.writeFileSync(path.join(dir, "001-replaced.sql"), `-- version 3\ncreate table public.replaced (id int);\n-- hub:replaces-checksum ${checksum(v1)}\n`);
-  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir }), { code: "HUB_MIGRATION_CHANGED" });
+  await t.rejects(startAndListen({ ...base, ...db, userDatabaseMigrationsPath: dir }), { code: "HUB_MIGRATION_CHANGED" });
 
   // A line that names no checksum is refused rather than ignored.
   fs.writeFileSync(path.join(dir, "001-replaced.sql"), `${v2}-- hub:replaces-checksum ${checksum(v1).slice(0, 40)}\n`);
-  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir }), {
+  await t.rejects(startAndListen({ ...base, ...db, userDatabaseMigrationsPath: dir }), {
     code: "HUB_MIGRATION_FAILED",
     message: /"-- hub:replaces-checksum [0-9a-f]{40}" does not name a checksum: expected .*64 lowercase hex digits/,
   });
@@ -105,12 +114,13 @@ t.test("an edit declaring the text it replaces (hub:replaces-checksum) is accept
 
 t.test("the reference 002-coinflip.sql, reworded since, starts a database that applied its first text", async (t) => {
   const dataDir = tmpDir(t);
-  const first = await startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: referenceMigrationsPath });
+  const db = await sharedDatabase(t);
+  const first = await startAndListen({ ...base, ...db, userDatabaseMigrationsPath: referenceMigrationsPath });
   // As a database migrated before the rewording recorded it.
   const original = "428d44d54766e96ff35811419709a0a20c1d820822b00f790155d6b1cad2d876";
   await query(first.superuserDatabaseUrl, `update hub_secret.migration set checksum = '${original}' where kind = 'user' and name = '002-coinflip.sql'`);
   await first.stop();
-  const second = await startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: referenceMigrationsPath });
+  const second = await startAndListen({ ...base, ...db, userDatabaseMigrationsPath: referenceMigrationsPath });
   t.teardown(() => second.stop());
   const now = createHash("sha256").update(fs.readFileSync(path.join(referenceMigrationsPath, "002-coinflip.sql"))).digest("hex");
   const rows = await query<{ checksum: string }>(second.superuserDatabaseUrl, "select checksum from hub_secret.migration where kind = 'user' and name = '002-coinflip.sql'");
@@ -120,17 +130,18 @@ t.test("the reference 002-coinflip.sql, reworded since, starts a database that a
 
 t.test("a failing migration stops start-up, names the file and leaves nothing behind", async (t) => {
   const dataDir = tmpDir(t);
+  const db = await sharedDatabase(t);
   const dir = writeFiles(path.join(dataDir, "migrations"), {
     "001-ok.sql": "create table public.ok_table (id int);",
     "002-broken.sql": "create table public.half_done (id int);\ninsert into public.half_done values (1);\nselect * from no_such_table;",
   });
-  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir }), {
+  await t.rejects(startAndListen({ ...base, ...db, userDatabaseMigrationsPath: dir }), {
     code: "HUB_MIGRATION_FAILED",
     message: /"002-broken\.sql".*line 3.*relation "no_such_table" does not exist/s,
   });
   // Fix the file and start: the first migration is not re-run, the fixed one applies.
   fs.writeFileSync(path.join(dir, "002-broken.sql"), "create table public.half_done (id int);");
-  const hub = await startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir });
+  const hub = await startAndListen({ ...base, ...db, userDatabaseMigrationsPath: dir });
   t.teardown(() => hub.stop());
   const tables = await query<{ relname: string }>(hub.superuserDatabaseUrl, "select relname from pg_class where relname in ('ok_table', 'half_done') order by relname");
   t.same(tables.map((r) => r.relname), ["half_done", "ok_table"]);
@@ -140,28 +151,29 @@ t.test("a failing migration stops start-up, names the file and leaves nothing be
 
 t.test("ambiguous or unreadable migration folders stop start-up with the file name", async (t) => {
   const dataDir = tmpDir(t);
+  const db = await sharedDatabase(t);
   const dup = writeFiles(path.join(dataDir, "dup"), { "001-a.sql": "select 1;", "1-b.sql": "select 1;" });
-  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dup }), {
+  await t.rejects(startAndListen({ ...base, ...db, userDatabaseMigrationsPath: dup }), {
     code: "HUB_MIGRATION_NAME",
     message: /"001-a\.sql" and "1-b\.sql".*share the numeric prefix 1/,
   });
   const syntax = writeFiles(path.join(dataDir, "syntax"), { "001-typo.sql": "create table public.ok (id int);\ncreate tabel public.typo (id int);" });
-  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: syntax }), {
+  await t.rejects(startAndListen({ ...base, ...db, userDatabaseMigrationsPath: syntax }), {
     code: "HUB_MIGRATION_FAILED",
     message: /"001-typo\.sql".*line 2.*syntax error at or near "tabel".*Nothing of it was applied/s,
   });
   // A name starting with a number must be a whole NNN-name.sql; one starting otherwise is skipped (next test).
   const misnamed = writeFiles(path.join(dataDir, "misnamed"), { "1create.sql": "select 1;" });
-  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: misnamed }), {
+  await t.rejects(startAndListen({ ...base, ...db, userDatabaseMigrationsPath: misnamed }), {
     code: "HUB_MIGRATION_NAME",
     message: /"1create\.sql".*not named like 001-create-tables\.sql/,
   });
   const latin1 = writeFiles(path.join(dataDir, "latin1"), { "001-x.sql": Buffer.from([0x73, 0x65, 0x6c, 0xe9, 0x0a]) });
-  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: latin1 }), {
+  await t.rejects(startAndListen({ ...base, ...db, userDatabaseMigrationsPath: latin1 }), {
     code: "HUB_MIGRATION_FAILED",
     message: /"001-x\.sql".*not valid UTF-8/,
   });
-  await t.rejects(startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: path.join(dataDir, "missing") }), {
+  await t.rejects(startAndListen({ ...base, ...db, userDatabaseMigrationsPath: path.join(dataDir, "missing") }), {
     code: "HUB_MIGRATION_NAME",
     message: /cannot be read/,
   });
@@ -169,13 +181,14 @@ t.test("ambiguous or unreadable migration folders stop start-up with the file na
 
 t.test("a .sql file whose name does not start with a number is skipped, not applied and not a refusal", async (t) => {
   const dataDir = tmpDir(t);
+  const db = await sharedDatabase(t);
   const dir = writeFiles(path.join(dataDir, "migrations"), {
     "001-app.sql": "create schema app; create table app.game (id int);",
     // Would fail if it ran: the template ships its disabled example this way.
     "skip-002-coinflip.sql": "this is not sql;",
     "create.sql": "create table app.never (id int);",
   });
-  const hub = await startAndListen({ ...base, dataDir, userDatabaseMigrationsPath: dir });
+  const hub = await startAndListen({ ...base, ...db, userDatabaseMigrationsPath: dir });
   t.teardown(() => hub.stop());
   const recorded = await query<{ name: string }>(hub.superuserDatabaseUrl, "select name from hub_secret.migration where kind = 'user' order by name");
   t.same(recorded.map((r) => r.name), ["001-app.sql"], "only the numbered file is a migration");
@@ -198,6 +211,7 @@ t.test("core migrations: the .sql files are what databases recorded before, byte
   t.equal(await coreChecksum(), released.templateChecksum, "the test kit's template keeps its name");
 
   // What a hub records in the database is those same stamps, and a restart leaves them as they are.
+  // A data dir of its own: what a hub records when it migrates a database from nothing.
   const dataDir = tmpDir(t);
   const stamps = (url: string) =>
     query<{ name: string; checksum: string; applied_at: Date }>(url, "select name, checksum, applied_at from hub_secret.migration where kind = 'core' order by name");

@@ -5,11 +5,19 @@ import t from "tap";
 import { startAndListen, defaultPlugins } from "@hubpkg/hub";
 import { gql } from "./helpers/http.js";
 import { tmpDir, writeFiles } from "./helpers/tmp.js";
+import { sharedClusterDatabase } from "./helpers/shared-database.js";
 
 const base = { port: 0, logLevel: "silent" as const, handleSignals: false };
 
+/** A database of the test kit's shared cluster (a template copy, dropped at the end) as start options: no initdb of its own. */
+async function sharedDatabase(t: { teardown(fn: () => unknown): void }) {
+  const db = await sharedClusterDatabase(t);
+  return { databaseUrl: db.DATABASE_URL, superuserDatabaseUrl: db.SUPERUSER_DATABASE_URL };
+}
+
 t.test("extraPgSchemas exposes a table with plain names; SDL export; callback form", async (t) => {
   const dataDir = tmpDir(t);
+  const db = await sharedDatabase(t);
   const migrations = writeFiles(path.join(dataDir, "migrations"), {
     "001-app.sql": `
       create schema app;
@@ -25,7 +33,7 @@ t.test("extraPgSchemas exposes a table with plain names; SDL export; callback fo
   const sdlPath = path.join(dataDir, "out", "schema.graphql");
   let callbackPort: number | undefined;
   const hub = await startAndListen(
-    { ...base, dataDir, extraPgSchemas: ["app"], userDatabaseMigrationsPath: migrations, exportSchemaSDLPath: sdlPath, plugins: [...defaultPlugins] },
+    { ...base, ...db, extraPgSchemas: ["app"], userDatabaseMigrationsPath: migrations, exportSchemaSDLPath: sdlPath, plugins: [...defaultPlugins] },
     ({ port }) => (callbackPort = port),
   );
   t.teardown(() => hub.stop());
@@ -52,8 +60,7 @@ t.test("extraPgSchemas exposes a table with plain names; SDL export; callback fo
 });
 
 t.test("plugins without defaultPlugins drop the hub's own queries", async (t) => {
-  const dataDir = tmpDir(t);
-  const hub = await startAndListen({ ...base, dataDir, plugins: [] });
+  const hub = await startAndListen({ ...base, ...(await sharedDatabase(t)), plugins: [] });
   t.teardown(() => hub.stop());
   const res = await gql(hub.url, "{ hubCurrentUser { id } }");
   t.match(res.body.errors?.[0]?.message, /Cannot query field "hubCurrentUser"/);
@@ -95,6 +102,7 @@ t.test("a value inside an object or array option is named by its path, with what
 });
 
 t.test("stop() closes HTTP and the database", async (t) => {
+  // A cluster of its own: that stop() stops the embedded Postgres it started is under test.
   const dataDir = tmpDir(t);
   const hub = await startAndListen({ ...base, dataDir });
   const pid = Number(fs.readFileSync(path.join(dataDir, "pg/postmaster.pid"), "utf8").split("\n")[0]);
@@ -111,14 +119,14 @@ t.test("stop() closes HTTP and the database", async (t) => {
 });
 
 t.test("Ruru (GraphiQL) is served only when enabled: development yes, production no", async (t) => {
-  const dataDir = tmpDir(t);
-  const dev = await startAndListen({ ...base, dataDir, graphiql: true });
+  const db = await sharedDatabase(t);
+  const dev = await startAndListen({ ...base, ...db, graphiql: true });
   const page = await fetch(`${dev.url}/graphiql`, { headers: { accept: "text/html" } });
   t.equal(page.status, 200);
   t.match(page.headers.get("content-type"), /text\/html/);
   t.match(await page.text(), /ruru/i);
   await dev.stop();
-  const prod = await startAndListen({ ...base, dataDir, graphiql: false });
+  const prod = await startAndListen({ ...base, ...db, graphiql: false });
   t.teardown(() => prod.stop());
   t.equal((await fetch(`${prod.url}/graphiql`, { headers: { accept: "text/html" } })).status, 404);
 });

@@ -300,6 +300,7 @@ const WARNING = /"level":40,[^\n]*"msg":"the playground is on in production/;
 const CREATE = `mutation { hubCreatePlaygroundSession(input: { userClientId: "${randomUUID()}" }) { user { uname } } }`;
 
 t.test("production: the playground is off unless enabled, and a warning is logged when it is on", async (t) => {
+  // Its own embedded cluster (one, for the four starts): the playground's default depends on the database being the embedded one.
   const dataDir = tmpDir(t);
   const off = await serverProcess(t, dataDir, { NODE_ENV: "production" });
   const res = await gql(off.url, CREATE);

@@ -5,9 +5,20 @@ import t from "tap";
 import { gql } from "./helpers/http.js";
 import { ROOT, runServerExpectingFailure, startServerProcess } from "./helpers/process.js";
 import { tmpDir } from "./helpers/tmp.js";
+import { sharedClusterDatabase } from "./helpers/shared-database.js";
+
+/** Polls the output until `found` holds; fails after a generous 30 s naming what it waited for. */
+async function untilLogged(output: () => string, found: (text: string) => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (!found(output())) {
+    if (Date.now() > deadline) throw new Error(`not logged within 30 s: ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
 
 t.test("HUB_CONFIG: the stock binary runs an operator's ServerOptions module; masked errors are logged with the request id", async (t) => {
-  const server = await startServerProcess({ HUB_DATA_DIR: tmpDir(t), HUB_CONFIG: path.join(ROOT, "test/fixtures/config-failing-plugin.mjs") });
+  // A database of the test kit's shared cluster: nothing here is about the embedded Postgres.
+  const server = await startServerProcess({ ...(await sharedClusterDatabase(t)), HUB_CONFIG: path.join(ROOT, "test/fixtures/config-failing-plugin.mjs") });
   t.teardown(() => server.child.kill("SIGKILL"));
   t.same((await gql(server.url, "{ configured }")).body, { data: { configured: "from HUB_CONFIG" } });
   t.same(await (await fetch(`${server.url}/configured`)).json(), { by: "HUB_CONFIG" });
@@ -17,7 +28,7 @@ t.test("HUB_CONFIG: the stock binary runs an operator's ServerOptions module; ma
   t.notMatch(message, /hunter2/, "the client never sees the internal message");
   const errorId = /reference ([0-9a-f]{12})/.exec(message)?.[1];
   t.ok(errorId, "the client gets a reference");
-  await new Promise((r) => setTimeout(r, 200));
+  await untilLogged(server.output, (text) => text.includes(`"errorId":"${errorId}"`), `the masked error's reference ${errorId}`);
   const line = server.output().split("\n").find((l) => l.includes(`"errorId":"${errorId}"`));
   t.ok(line, "the log has the same reference");
   t.match(line, /"reqId":"req-for-this-test"/, "and the request id");
@@ -27,7 +38,7 @@ t.test("HUB_CONFIG: the stock binary runs an operator's ServerOptions module; ma
 
   // Per-request log lines (LOG_LEVEL=info here) carry the request id, for Express routes too.
   await fetch(`${server.url}/configured`, { headers: { "x-request-id": "req-express-route", authorization: "session:do-not-log-me" } });
-  await new Promise((r) => setTimeout(r, 200));
+  await untilLogged(server.output, (text) => text.split("\n").some((l) => l.includes('"reqId":"req-express-route"') && l.includes('"msg":"request completed"')), "the Express route's completion line");
   const requestLines = server.output().split("\n").filter((l) => l.includes('"reqId":"req-express-route"'));
   t.ok(requestLines.some((l) => l.includes('"msg":"request completed"')), "the Express route's completion line has its request id");
   const graphqlLines = server.output().split("\n").filter((l) => l.includes('"reqId":"req-for-this-test"'));
@@ -65,7 +76,7 @@ t.test("node dist/server.js takes no arguments: --help lists the variables, anyt
 });
 
 t.test("HUB_EXAMPLES=off starts the bare hub", async (t) => {
-  const server = await startServerProcess({ HUB_DATA_DIR: tmpDir(t), HUB_EXAMPLES: "off" });
+  const server = await startServerProcess({ ...(await sharedClusterDatabase(t)), HUB_EXAMPLES: "off" });
   t.teardown(() => server.child.kill("SIGKILL"));
   const res = await gql(server.url, "{ randomFortune { id } }");
   t.match(res.body.errors?.[0]?.message, /Cannot query field "randomFortune"/);

@@ -21,8 +21,15 @@ async function superuserClient(dataDir: string): Promise<pg.Client> {
   return client;
 }
 
+/**
+ * The first and last tests share a data dir (the last needs a cluster, not a
+ * first start): these tests are about the embedded Postgres's start, stop and
+ * adoption, so they run it themselves instead of using the test kit's cluster.
+ */
+const sharedDataDir = tmpDir(t);
+
 t.test("node dist/server.js: first start, second process, SIGINT, restart on the same data dir", async (t) => {
-  const dataDir = tmpDir(t);
+  const dataDir = sharedDataDir;
 
   // First start: initdb, migrations, GraphQL over POST and GET.
   const first = await startServerProcess({ HUB_DATA_DIR: dataDir });
@@ -95,6 +102,7 @@ t.test("node dist/server.js: first start, second process, SIGINT, restart on the
 });
 
 t.test("the server never logs credentials", async (t) => {
+  // Its own first start: the credentials are created then, so that start is logged at trace too.
   const dataDir = tmpDir(t);
   const server = await startServerProcess({ HUB_DATA_DIR: dataDir, LOG_LEVEL: "trace" });
   t.teardown(() => server.child.kill("SIGKILL"));
@@ -128,6 +136,7 @@ t.test("the server never logs credentials", async (t) => {
   t.equal(mode, 0o600, "credentials file readable by its owner only");
 });
 
+/** Whether the process is gone within withinMs: a generous bound on a wait, not a speed requirement. */
 async function gone(pid: number, withinMs: number): Promise<boolean> {
   const deadline = Date.now() + withinMs;
   while (Date.now() < deadline) {
@@ -138,7 +147,7 @@ async function gone(pid: number, withinMs: number): Promise<boolean> {
 }
 
 t.test("a second Ctrl-C while stopping, or a killed server, never leaves the embedded Postgres behind for good", async (t) => {
-  const dataDir = tmpDir(t);
+  const dataDir = sharedDataDir;
   const first = await startServerProcess({ HUB_DATA_DIR: dataDir });
   t.teardown(() => first.child.kill("SIGKILL"));
   const pid = postmasterPid(dataDir)!;
@@ -146,7 +155,7 @@ t.test("a second Ctrl-C while stopping, or a killed server, never leaves the emb
   first.child.kill("SIGINT");
   first.child.kill("SIGINT");
   await first.exited;
-  t.ok(await gone(pid, 5000), "Postgres stopped although the second signal cut the graceful stop short");
+  t.ok(await gone(pid, 30_000), "Postgres stopped although the second signal cut the graceful stop short (waited up to 30 s)");
 
   // A server killed outright cannot stop anything itself: its watchdog does (test/lifecycle.test.ts).
   // With the watchdog killed too, the postmaster is left running; the next server adopts the orphan
@@ -167,5 +176,5 @@ t.test("a second Ctrl-C while stopping, or a killed server, never leaves the emb
   t.same((await gql(third.url, "{ hubCurrentUser { id } }")).body, { data: { hubCurrentUser: null } });
   third.child.kill("SIGINT");
   t.equal(await third.exited, 0);
-  t.ok(await gone(orphan, 5000), "and stops it when it stops");
+  t.ok(await gone(orphan, 30_000), "and stops it when it stops (waited up to 30 s)");
 });

@@ -2,21 +2,19 @@ import "./helpers/env.js";
 import http from "node:http";
 import t from "tap";
 import { SignJWT, exportJWK, exportSPKI, generateKeyPair } from "jose";
-import { startAndListen, type RunningServer } from "@hubpkg/hub";
+import { startAndListen } from "@hubpkg/hub";
 import { gql } from "./helpers/http.js";
 import { makeOperator, makePlayer, withPool } from "./helpers/credentials.js";
-import { tmpDir } from "./helpers/tmp.js";
 import { dumpDatabase, findSecret, sha256 } from "./helpers/secrets.js";
-import { createPlayer, startTestServer } from "@hubpkg/hub/test";
+import { createPlayer, startTestServer, type TestServer } from "@hubpkg/hub/test";
 import { createHmac, randomUUID } from "node:crypto";
 
-let hub: RunningServer;
-let dataDir: string;
+let hub: TestServer;
 let op: { header: { authorization: string } };
 
 t.before(async () => {
-  dataDir = tmpDir(t);
-  hub = await startAndListen({ port: 0, logLevel: (process.env.TEST_LOG_LEVEL as "silent") ?? "silent", handleSignals: false, dataDir });
+  // A database of the test kit's shared cluster (a template copy): no initdb of its own.
+  hub = await startTestServer({ logLevel: (process.env.TEST_LOG_LEVEL as "silent") ?? "silent" });
   op = await makeOperator(hub.superuserDatabaseUrl);
 });
 t.teardown(() => hub?.stop());
@@ -215,7 +213,7 @@ t.test("playground sessions: on with the embedded database, 1000 HOUSE to start"
 });
 
 t.test("playground off: the field is absent", async (t) => {
-  const off = await startAndListen({ port: 0, logLevel: "silent", handleSignals: false, dataDir: tmpDir(t), playground: false });
+  const off = await startTestServer({ logLevel: "silent", playground: false });
   t.teardown(() => off.stop());
   const res = await gql(off.url, `mutation { hubCreatePlaygroundSession(input: { uname: "x" }) { sessionToken } }`);
   t.match(res.body.errors?.[0]?.message, /Cannot query field "hubCreatePlaygroundSession"/);
@@ -251,8 +249,8 @@ t.test("no token or key is stored in the database, only digests", async (t) => {
 });
 
 t.test("API key use is stamped in last_used_at without a write per request", async (t) => {
-  // A second hub on the same data dir (it attaches to the running Postgres; stopping it leaves Postgres up).
-  const second = await startAndListen({ port: 0, logLevel: "silent", handleSignals: false, dataDir });
+  // A second hub on the same database (stopping it leaves the first's database as it is).
+  const second = await startAndListen({ port: 0, logLevel: "silent", handleSignals: false, databaseUrl: hub.databaseUrl, superuserDatabaseUrl: hub.superuserDatabaseUrl });
   const key = await makeOperator(hub.superuserDatabaseUrl);
   const lastUsed = () => withPool(hub.superuserDatabaseUrl, async (pool) => (await pool.query("select last_used_at from hub.api_key where key_digest = sha256($1::bytea)", [Buffer.from(key.key)])).rows[0].last_used_at as Date | null);
   const before = Date.now();

@@ -10,6 +10,7 @@ import path from "node:path";
 import t from "tap";
 import { gql } from "./helpers/http.js";
 import { runServerExpectingFailure, startServerProcess } from "./helpers/process.js";
+import { sharedClusterDatabase } from "./helpers/shared-database.js";
 import { tmpDir, writeFiles } from "./helpers/tmp.js";
 import { startTestServer } from "@hubpkg/hub/test";
 // Internal: the check the start-up warnings come from.
@@ -37,11 +38,13 @@ create table game.secret (id int primary key);
 
 t.test("grants: start-up warns with the statement to run; a request that hits them gets SERVER_MISCONFIGURED", async (t) => {
   const dir = tmpDir(t);
+  // A database of the test kit's shared cluster: nothing here is about the embedded Postgres.
+  const db = await sharedClusterDatabase(t);
   writeFiles(path.join(dir, "migrations"), { "001-game.sql": GAME_MIGRATION });
   writeFiles(dir, {
     "hub.config.mjs": `export default { extraPgSchemas: ["game"], userDatabaseMigrationsPath: ${JSON.stringify(path.join(dir, "migrations"))} };\n`,
   });
-  const server = await startServerProcess({ HUB_DATA_DIR: path.join(dir, "data"), HUB_CONFIG: path.join(dir, "hub.config.mjs") });
+  const server = await startServerProcess({ ...db, HUB_CONFIG: path.join(dir, "hub.config.mjs") });
   t.teardown(() => server.child.kill("SIGKILL"));
   const warnings = server.output().split("\n").filter((l) => l.includes('"msg":"grants for GraphQL:'));
   const fixes = warnings.map((l) => (JSON.parse(l) as { fix: string }).fix);
@@ -83,19 +86,21 @@ t.test("grants: the statements the warnings name fix what they name", async (t) 
 
 t.test("a configureApp route on a built-in path is refused at start, naming both; a moved dashboard frees its path", async (t) => {
   const dir = tmpDir(t);
+  // A database of the test kit's shared cluster: nothing here is about the embedded Postgres.
+  const db = await sharedClusterDatabase(t);
   writeFiles(dir, {
     "admin.mjs": `export default { configureApp: (app) => { app.get("/admin/stats", (req, res) => res.json({ ok: true })); } };\n`,
     "graphql.mjs": `export default { configureApp: ({ app }) => { app.use("/graphql", (req, res) => res.end()); app.all("/graphiql", (req, res) => res.end()); } };\n`,
     "moved.mjs": `export default { dashboard: "/ops", configureApp: (app) => { app.get("/admin/stats", (req, res) => res.json({ ok: true })); } };\n`,
   });
-  const admin = await runServerExpectingFailure({ HUB_DATA_DIR: path.join(dir, "data"), HUB_CONFIG: path.join(dir, "admin.mjs") });
+  const admin = await runServerExpectingFailure({ ...db, HUB_CONFIG: path.join(dir, "admin.mjs") });
   t.equal(admin.code, 1);
   t.match(admin.stderr, /configureApp's route GET \/admin\/stats collides with the dashboard at \/admin \(and everything under it\).*move the dashboard \(the option dashboard: "\/ops", or HUB_DASHBOARD=\/ops\).*\[HUB_ROUTE_CONFLICT\]/);
-  const graphql = await runServerExpectingFailure({ HUB_DATA_DIR: path.join(dir, "data"), HUB_CONFIG: path.join(dir, "graphql.mjs") });
+  const graphql = await runServerExpectingFailure({ ...db, HUB_CONFIG: path.join(dir, "graphql.mjs") });
   t.equal(graphql.code, 1);
   t.match(graphql.stderr, /configureApp's app\.use\("\/graphql", …\) collides with GraphQL at \/graphql.* configureApp's route ALL \/graphiql collides with GraphiQL at \/graphiql.*\[HUB_ROUTE_CONFLICT\]/);
 
-  const server = await startServerProcess({ HUB_DATA_DIR: path.join(dir, "data"), HUB_CONFIG: path.join(dir, "moved.mjs") });
+  const server = await startServerProcess({ ...db, HUB_CONFIG: path.join(dir, "moved.mjs") });
   t.teardown(() => server.child.kill("SIGKILL"));
   t.same(await (await fetch(`${server.url}/admin/stats`)).json(), { ok: true }, "the route answers");
   t.equal((await fetch(`${server.url}/ops/`)).headers.get("content-security-policy")?.startsWith("default-src 'none'"), true, "the dashboard is at /ops/");
@@ -105,6 +110,8 @@ t.test("a configureApp route on a built-in path is refused at start, naming both
 
 t.test("start-up errors name the file and line: a syntax error in a module the config imports, a plugin that throws", async (t) => {
   const dir = tmpDir(t);
+  // A database of the test kit's shared cluster: nothing here is about the embedded Postgres.
+  const db = await sharedClusterDatabase(t);
   writeFiles(dir, {
     "syntax.mjs": `import { games } from "./games.mjs";\nexport default { plugins: games };\n`,
     "games.mjs": `export const games = [];\nconst broken = ;\n`,
@@ -122,15 +129,15 @@ t.test("start-up errors name the file and line: a syntax error in a module the c
     "settings.mjs": `export const settings = JSON.parse(\n  "{ not json"\n);\n`,
     "toplevel.mjs": `import { settings } from "./settings.mjs";\nexport default { extraPgSchemas: settings.schemas };\n`,
   });
-  const syntax = await runServerExpectingFailure({ HUB_DATA_DIR: path.join(dir, "data"), HUB_CONFIG: path.join(dir, "syntax.mjs") });
+  const syntax = await runServerExpectingFailure({ ...db, HUB_CONFIG: path.join(dir, "syntax.mjs") });
   t.equal(syntax.code, 1);
   t.match(syntax.stderr, new RegExp(`could not be loaded: Unexpected token ';' at ${path.join(dir, "games.mjs")}:2 \\(const broken = ;\\) \\[HUB_CONFIG_INVALID\\]`));
 
-  const toplevel = await runServerExpectingFailure({ HUB_DATA_DIR: path.join(dir, "data"), HUB_CONFIG: path.join(dir, "toplevel.mjs") });
+  const toplevel = await runServerExpectingFailure({ ...db, HUB_CONFIG: path.join(dir, "toplevel.mjs") });
   t.equal(toplevel.code, 1);
   t.match(toplevel.stderr, new RegExp(`could not be loaded: .*JSON.* at ${path.join(dir, "settings.mjs")}:1:\\d+ \\[HUB_CONFIG_INVALID\\]`), "a module that throws as it loads: where");
 
-  const throws = await runServerExpectingFailure({ HUB_DATA_DIR: path.join(dir, "data"), HUB_CONFIG: path.join(dir, "throws.mjs") });
+  const throws = await runServerExpectingFailure({ ...db, HUB_CONFIG: path.join(dir, "throws.mjs") });
   t.equal(throws.code, 1);
   t.match(throws.stderr, new RegExp(`Building the GraphQL schema failed: .*the game table is missing.* \\(thrown at ${path.join(dir, "plugin.mjs")}:5:\\d+\\).*\\[HUB_PLUGIN_FAILED\\]`));
 });
@@ -140,7 +147,7 @@ t.test("a port in use: the message names the port and the variable to change", a
   await new Promise<void>((resolve) => blocker.listen(0, "127.0.0.1", resolve));
   t.teardown(() => new Promise((resolve) => blocker.close(resolve)));
   const port = (blocker.address() as net.AddressInfo).port;
-  const run = await runServerExpectingFailure({ HUB_DATA_DIR: tmpDir(t), HUB_EXAMPLES: "off", HOST: "127.0.0.1", PORT: String(port) });
+  const run = await runServerExpectingFailure({ ...(await sharedClusterDatabase(t)), HUB_EXAMPLES: "off", HOST: "127.0.0.1", PORT: String(port) });
   t.equal(run.code, 1);
   t.match(run.stderr, new RegExp(`^hub: Port ${port} on 127\\.0\\.0\\.1 is already in use .* choose another port with the environment variable PORT, e\\.g\\. PORT=${port + 1} .*\\[HUB_PORT_IN_USE\\]\\n$`));
   t.notMatch(run.stderr, /EADDRINUSE.*\n\s+at /, "no raw stack");

@@ -1,11 +1,11 @@
 import "./helpers/env.js";
 import t, { type Test } from "tap";
 import pg from "pg";
-import { startAndListen, defaultPlugins, type RunningServer } from "@hubpkg/hub";
+import { defaultPlugins } from "@hubpkg/hub";
+import { startTestServer, type TestServer } from "@hubpkg/hub/test";
 import { FortunePlugin, CoinflipPlanPlugin, CoinflipBetPlugin, referenceMigrationsPath } from "@hubpkg/hub/plugins";
 import { gql } from "./helpers/http.js";
 import { makeOperator, makePlayer, type Player } from "./helpers/credentials.js";
-import { tmpDir } from "./helpers/tmp.js";
 import { createHashChain } from "@hubpkg/hub/test";
 import { makeOutcomeBet } from "@hubpkg/hub/hash-chain";
 import { loadSchemaModel, printType, selectionOf, type SchemaModel } from "./helpers/schema-model.js";
@@ -52,7 +52,7 @@ type Who =
   | { kind: "operator"; label: string; headers: Record<string, string> }
   | { kind: "player"; label: string; headers: Record<string, string>; player: Player; current: Map<string, string> };
 
-let hub: RunningServer;
+let hub: TestServer;
 let db: pg.Pool;
 let model: SchemaModel;
 let operator: Who;
@@ -67,11 +67,9 @@ const EXPERIENCES = ["exp-1", "exp-2"];
 const playerKey = (c: string, u: string, e: string) => `${c}/${u}/${e}`;
 
 t.before(async () => {
-  hub = await startAndListen({
-    port: 0,
+  // A database of the test kit's shared cluster (a template copy): no initdb of its own.
+  hub = await startTestServer({
     logLevel: (process.env.TEST_LOG_LEVEL as "silent" | undefined) ?? "silent",
-    handleSignals: false,
-    dataDir: tmpDir(t),
     extraPgSchemas: ["app"],
     userDatabaseMigrationsPath: referenceMigrationsPath,
     plugins: [...defaultPlugins, FortunePlugin, CoinflipPlanPlugin, CoinflipBetPlugin],

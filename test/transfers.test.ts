@@ -100,7 +100,7 @@ t.test("push: hubRecordDeposit credits once per transfer id, refuses a changed r
   const first = await ok(w.server.url, w.operator, RECORD, { i: input });
   t.equal(first.hubRecordDeposit.created, true, "the first report creates the deposit");
   t.match(first.hubRecordDeposit.deposit, { amount: 500, currencyKey: "BTC", mpTransferId: mp, userId: alice.userId, casinoId: w.casinoId, experienceId: alice.experienceId });
-  await waitFor("hub_put_alert", 5000, async () => alerts.length === 1);
+  await waitFor("hub_put_alert", 30_000, async () => alerts.length === 1);
   t.same(alerts[0], { userId: alice.userId, casinoId: w.casinoId, experienceId: alice.experienceId, currencyKey: "BTC", mpTransferId: mp }, "hub_put_alert carries the deposit's ids");
 
   const again = await ok(w.server.url, w.operator, RECORD, { i: input });
@@ -240,7 +240,7 @@ t.test("the casino goes away: withdrawals stay pending and visible, complete whe
   const { hubWithdraw } = await ok(w.server.url, alice.headers, WITHDRAW, { a: 100 });
   const first = hubWithdraw.withdrawalRequest.id as string;
   const JOB = "query($id: UUID!) { allHubTransferJobs(condition: { withdrawalRequestId: $id }) { nodes { status attempts lastError nextAttemptAt } } }";
-  const seen = await waitFor("a failed attempt is visible", 5000, async () => {
+  const seen = await waitFor("a failed attempt is visible", 30_000, async () => {
     const { allHubTransferJobs } = await ok(w.server.url, w.operator, JOB, { id: first });
     const j = allHubTransferJobs.nodes[0];
     return j.attempts >= 1 && j.lastError ? j : undefined;
@@ -261,10 +261,10 @@ t.test("the casino goes away: withdrawals stay pending and visible, complete whe
   // Failing for good (500 on every send): retry now, then refund once the casino says it never applied it.
   w.casino.failNext("outgoing", { kind: "error500" }, 1000);
   const second = (await ok(w.server.url, alice.headers, WITHDRAW, { a: 250 })).hubWithdraw.withdrawalRequest.id as string;
-  await waitFor("two attempts", 5000, async () => w.casino.hits.outgoing >= 3);
+  await waitFor("two attempts", 30_000, async () => w.casino.hits.outgoing >= 3);
   const RETRY = "mutation($id: UUID!) { hubRetryWithdrawal(input: { withdrawalRequestId: $id }) { transferJob { status attempts nextAttemptAt } } }";
   const REFUND = "mutation($id: UUID!) { hubRefundWithdrawal(input: { withdrawalRequestId: $id }) { withdrawal { status } } }";
-  const retried = await waitFor("retry accepted", 5000, async () => {
+  const retried = await waitFor("retry accepted", 30_000, async () => {
     const r = await gql(w.server.url, RETRY, { id: second }, w.operator);
     return r.body.data?.hubRetryWithdrawal ?? (r.body.errors?.[0]?.extensions?.code === "TRANSFER_IN_PROGRESS" ? undefined : Promise.reject(new Error(JSON.stringify(r.body))));
   });
@@ -273,7 +273,7 @@ t.test("the casino goes away: withdrawals stay pending and visible, complete whe
   const asPlayer = await gql(w.server.url, REFUND, { id: second }, alice.headers);
   t.equal(asPlayer.body.errors?.[0]?.extensions?.code, "FORBIDDEN", "players cannot refund");
   const codes: string[] = [];
-  const refunded = await waitFor("refunded", 5000, async () => {
+  const refunded = await waitFor("refunded", 30_000, async () => {
     const r = await gql(w.server.url, REFUND, { id: second }, w.operator);
     const code = r.body.errors?.[0]?.extensions?.code as string | undefined;
     if (code) codes.push(code);
@@ -289,9 +289,9 @@ t.test("the casino goes away: withdrawals stay pending and visible, complete whe
   w.casino.clearFaults();
   w.casino.failNext("outgoing", { kind: "applyThenReset" }, 1000);
   const third = (await ok(w.server.url, alice.headers, WITHDRAW, { a: 50 })).hubWithdraw.withdrawalRequest.id as string;
-  await waitFor("applied at the casino", 5000, async () => w.casino.outgoing.has(third));
+  await waitFor("applied at the casino", 30_000, async () => w.casino.outgoing.has(third));
   // Either the refund's lookup finds it applied, or the worker's own lookup on its next attempt does first.
-  const unsafe = await waitFor("refund answered", 5000, async () => {
+  const unsafe = await waitFor("refund answered", 30_000, async () => {
     const r = await gql(w.server.url, REFUND, { id: third }, w.operator);
     const e = r.body.errors?.[0];
     return (e?.extensions?.code === "TRANSFER_REFUND_UNSAFE" && /applied it/.test(e.message)) || e?.extensions?.code === "TRANSFER_NOT_PENDING" ? e : undefined;

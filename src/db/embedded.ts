@@ -483,7 +483,11 @@ export async function startEmbeddedPostgres(options: {
       options.onSpawned?.();
       pid = running.pid;
       port = await waitReady(clusterDir, undefined, running.pid, logFile);
-      if (isOrphaned(pid)) {
+      if (options.stopAtExit === false) {
+        // A cluster meant to outlive its processes (the test kit's): one whose
+        // starter has exited is what reuse looks like, and its own watchdog stops it.
+        log.debug({ dataDir, port, pid }, "using the shared embedded Postgres already running on this data dir");
+      } else if (isOrphaned(pid)) {
         // The process that started it died without stopping it (SIGKILL, a crash):
         // nobody else will stop it, so this process takes it over.
         owned = true;

