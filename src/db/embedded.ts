@@ -428,7 +428,7 @@ export function stopPostmaster(pid: number, log: Logger): Promise<void> {
   return stopPostmasterNow(pid, () => log.warn({ pid }, "embedded Postgres did not stop within 15 s; sending SIGQUIT"));
 }
 
-export async function startEmbeddedPostgres(options: {
+export interface EmbeddedOptions {
   dataDir: string;
   log: Logger;
   /** Skip fsync during initdb: for throw-away test databases only. */
@@ -441,7 +441,19 @@ export async function startEmbeddedPostgres(options: {
    * ready (src/bin/server.ts lets this happen before its heavy imports).
    */
   onSpawned?: () => void;
-}): Promise<EmbeddedDatabase> {
+}
+
+interface Cluster {
+  dataDir: string;
+  clusterDir: string;
+  logFile: string;
+  creds: Credentials;
+  bins: Binaries;
+  owner: ReturnType<typeof runAs>;
+}
+
+/** The data dir, its credentials and the binaries, with a cluster made by initdb when there is none yet. */
+async function prepareCluster(options: EmbeddedOptions): Promise<Cluster> {
   const { dataDir, log } = options;
   // Owner-only when we create it (root: ensureTraversable adds o+x for the postgres account).
   await fsp.mkdir(dataDir, { recursive: true, mode: 0o700 });
@@ -454,7 +466,6 @@ export async function startEmbeddedPostgres(options: {
     await ensureTraversable(clusterDir, "the data dir", log);
     await ensureTraversable(bins.postgres, "the Postgres binaries", log);
   }
-
   if (!fs.existsSync(path.join(clusterDir, "PG_VERSION"))) {
     if (fs.existsSync(clusterDir) && (await fsp.readdir(clusterDir)).length > 0) {
       throw new HubError(
@@ -470,124 +481,156 @@ export async function startEmbeddedPostgres(options: {
     const stat = await fsp.stat(clusterDir);
     if (stat.uid !== owner.uid) await chownTree(clusterDir, owner);
   }
+  return { dataDir, clusterDir, logFile, creds, bins, owner };
+}
 
-  let owned = false;
-  let pid = -1;
-  let port = -1;
+/**
+ * The postmaster this process uses on one cluster, and whether it owns it.
+ *
+ * The Postgres this server uses can go away under it: the process that
+ * started it and shared it with us stopped (or died, and its watchdog
+ * stopped it), or someone stopped it by hand. This server holds the data
+ * dir's credentials, so it starts the cluster again on the same port (its
+ * pools and listener reconnect by themselves) and owns it from then on. When
+ * several servers try at once, Postgres's lock file lets one win; the others
+ * follow the winner. A Postgres that keeps failing to start is retried with
+ * back-off (1 s doubling up to 30 s), not in a loop.
+ */
+class Postmaster {
+  owned = false;
+  pid = -1;
+  port = -1;
+  private watchdog: Watchdog | undefined;
+  private monitor: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private checking: Promise<void> | undefined;
+  private retryAt = 0;
+  private retryDelay = 1000;
+  private readonly log: Logger;
+
+  constructor(
+    private readonly cluster: Cluster,
+    private readonly options: EmbeddedOptions,
+  ) {
+    this.log = options.log;
+  }
+
+  private get stopAtExit(): boolean {
+    return this.options.stopAtExit !== false;
+  }
+
   /** Use the postmaster running on this cluster, or start one. */
-  const attachOrStart = async (): Promise<void> => {
-    owned = false;
-    pid = -1;
+  private async attachOrStart(): Promise<void> {
+    const { clusterDir, logFile, bins, owner, dataDir } = this.cluster;
+    this.owned = false;
+    this.pid = -1;
     const running = readPostmasterPid(clusterDir);
     if (running && isAlive(running.pid)) {
-      options.onSpawned?.();
-      pid = running.pid;
-      port = await waitReady(clusterDir, undefined, running.pid, logFile);
-      if (options.stopAtExit === false) {
+      this.options.onSpawned?.();
+      this.pid = running.pid;
+      this.port = await waitReady(clusterDir, undefined, running.pid, logFile);
+      if (this.options.stopAtExit === false) {
         // A cluster meant to outlive its processes (the test kit's): one whose
         // starter has exited is what reuse looks like, and its own watchdog stops it.
-        log.debug({ dataDir, port, pid }, "using the shared embedded Postgres already running on this data dir");
-      } else if (isOrphaned(pid)) {
+        this.log.debug({ dataDir, port: this.port, pid: this.pid }, "using the shared embedded Postgres already running on this data dir");
+      } else if (isOrphaned(this.pid)) {
         // The process that started it died without stopping it (SIGKILL, a crash):
         // nobody else will stop it, so this process takes it over.
-        owned = true;
-        log.warn({ dataDir, port, pid }, "adopted an embedded Postgres left running by a process that died; it stops with this one");
+        this.owned = true;
+        this.log.warn({ dataDir, port: this.port, pid: this.pid }, "adopted an embedded Postgres left running by a process that died; it stops with this one");
       } else {
-        log.info({ dataDir, port, pid }, "using the embedded Postgres another process started on this data dir");
+        this.log.info({ dataDir, port: this.port, pid: this.pid }, "using the embedded Postgres another process started on this data dir");
       }
       return;
     }
     try {
-      const started = await startPostmaster(clusterDir, bins, owner, logFile, options.onSpawned);
-      pid = started.child.pid ?? -1;
-      port = started.port;
-      owned = true;
-      log.info({ dataDir, port, pid }, "embedded Postgres started");
+      const started = await startPostmaster(clusterDir, bins, owner, logFile, this.options.onSpawned);
+      this.pid = started.child.pid ?? -1;
+      this.port = started.port;
+      this.owned = true;
+      this.log.info({ dataDir, port: this.port, pid: this.pid }, "embedded Postgres started");
     } catch (error) {
       // Lost a race with another process starting the same cluster: attach to it.
       const other = readPostmasterPid(clusterDir);
       if (!other || !isAlive(other.pid)) throw error;
-      pid = other.pid;
-      port = await waitReady(clusterDir, undefined, other.pid, logFile);
-    }
-  };
-  // A Postgres another process started can stop while we attach to it (that
-  // process is stopping): then start it ourselves, as a later start would.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await attachOrStart();
-      await ensureDatabaseAndRoles(port, creds);
-      break;
-    } catch (error) {
-      const theirsStopped = !owned && pid > 0 && !isAlive(pid);
-      if (owned && pid > 0) await stopPostmaster(pid, log);
-      if (!theirsStopped || attempt >= 3) throw error;
-      log.warn({ dataDir, pid }, "the embedded Postgres another process started stopped while this server was attaching to it; starting it here");
+      this.pid = other.pid;
+      this.port = await waitReady(clusterDir, undefined, other.pid, logFile);
     }
   }
 
-  const stopAtExit = options.stopAtExit !== false;
-  let watchdog: Watchdog | undefined;
-  let monitor: NodeJS.Timeout | undefined;
-  let stopped = false;
+  /**
+   * Attach or start, with the database and roles in place. A Postgres another
+   * process started can stop while we attach to it (that process is
+   * stopping): then start it ourselves, as a later start would.
+   */
+  async open(): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.attachOrStart();
+        await ensureDatabaseAndRoles(this.port, this.cluster.creds);
+        break;
+      } catch (error) {
+        const theirsStopped = !this.owned && this.pid > 0 && !isAlive(this.pid);
+        if (this.owned && this.pid > 0) await stopPostmaster(this.pid, this.log);
+        if (!theirsStopped || attempt >= 3) throw error;
+        this.log.warn({ dataDir: this.cluster.dataDir, pid: this.pid }, "the embedded Postgres another process started stopped while this server was attaching to it; starting it here");
+      }
+    }
+    if (this.owned) this.own();
+    if (this.stopAtExit) {
+      this.monitor = setInterval(() => this.check(), 250);
+      this.monitor.unref();
+    }
+  }
 
   // Whatever way this process ends, never leave a postmaster it owns behind:
   // on a normal exit (process.exit included) this hook stops it at once; when
   // the process dies without running hooks (a fatal V8 error, abort, SIGKILL,
   // the OOM killer) the watchdog does.
-  const onExit = () => {
-    if (owned && isAlive(pid)) {
+  private readonly onExit = () => {
+    if (this.owned && isAlive(this.pid)) {
       try {
-        process.kill(pid, "SIGINT");
+        process.kill(this.pid, "SIGINT");
       } catch {
         /* gone */
       }
     }
   };
-  const own = () => {
-    disown();
-    owned = true;
-    if (!stopAtExit) return;
-    process.once("exit", onExit);
-    watchdog = watchPostmaster(clusterDir, pid, (error) =>
-      log.warn({ err: error }, "could not start the watchdog that stops the embedded Postgres if this process dies"),
-    );
-  };
-  const disown = () => {
-    owned = false;
-    process.removeListener("exit", onExit);
-    watchdog?.release();
-    watchdog = undefined;
-  };
-  if (owned) own();
 
-  /**
-   * The Postgres this server uses can go away under it: the process that
-   * started it and shared it with us stopped (or died, and its watchdog
-   * stopped it), or someone stopped it by hand. This server holds the data
-   * dir's credentials, so it starts the cluster again on the same port (its
-   * pools and listener reconnect by themselves) and owns it from then on. When
-   * several servers try at once, Postgres's lock file lets one win; the others
-   * follow the winner. A Postgres that keeps failing to start is retried with
-   * back-off (1 s doubling up to 30 s), not in a loop.
-   */
-  let checking: Promise<void> | undefined;
-  let retryAt = 0;
-  let retryDelay = 1000;
-  const checkPostmaster = () => {
-    if (checking || stopped || isAlive(pid) || Date.now() < retryAt) return;
-    checking = restart().finally(() => (checking = undefined));
-  };
-  const restart = async () => {
+  private own(): void {
+    this.disown();
+    this.owned = true;
+    if (!this.stopAtExit) return;
+    process.once("exit", this.onExit);
+    this.watchdog = watchPostmaster(this.cluster.clusterDir, this.pid, (error) =>
+      this.log.warn({ err: error }, "could not start the watchdog that stops the embedded Postgres if this process dies"),
+    );
+  }
+
+  private disown(): void {
+    this.owned = false;
+    process.removeListener("exit", this.onExit);
+    this.watchdog?.release();
+    this.watchdog = undefined;
+  }
+
+  private check(): void {
+    if (this.checking || this.stopped || isAlive(this.pid) || Date.now() < this.retryAt) return;
+    this.checking = this.restart().finally(() => (this.checking = undefined));
+  }
+
+  private async restart(): Promise<void> {
+    const { clusterDir, logFile, bins, owner, dataDir } = this.cluster;
+    const { port, log } = this;
     try {
       const other = readPostmasterPid(clusterDir);
-      if (other && other.pid !== pid && isAlive(other.pid)) {
-        await follow(other.pid);
+      if (other && other.pid !== this.pid && isAlive(other.pid)) {
+        await this.follow(other.pid);
         return;
       }
       log.warn(
         { dataDir, port },
-        owned ? "the embedded Postgres stopped without this server stopping it; starting it again" : "the embedded Postgres this server shared was stopped by the process that started it; starting it again (this server now owns it)",
+        this.owned ? "the embedded Postgres stopped without this server stopping it; starting it again" : "the embedded Postgres this server shared was stopped by the process that started it; starting it again (this server now owns it)",
       );
       const child = spawnPostmaster(clusterDir, port, bins, owner, logFile);
       try {
@@ -595,61 +638,68 @@ export async function startEmbeddedPostgres(options: {
       } catch (error) {
         const winner = readPostmasterPid(clusterDir);
         if (winner && isAlive(winner.pid)) {
-          await follow(winner.pid);
+          await this.follow(winner.pid);
           return;
         }
-        retryAt = Date.now() + retryDelay;
-        log.error({ err: error, dataDir, port, retryInMs: retryDelay }, "could not start the embedded Postgres again");
-        retryDelay = Math.min(retryDelay * 2, 30_000);
+        this.retryAt = Date.now() + this.retryDelay;
+        log.error({ err: error, dataDir, port, retryInMs: this.retryDelay }, "could not start the embedded Postgres again");
+        this.retryDelay = Math.min(this.retryDelay * 2, 30_000);
         return;
       }
-      pid = child.pid ?? -1;
-      retryDelay = 1000;
-      if (stopped) {
-        await stopPostmaster(pid, log); // stop() ran meanwhile: do not leave it behind
+      this.pid = child.pid ?? -1;
+      this.retryDelay = 1000;
+      if (this.stopped) {
+        await stopPostmaster(this.pid, log); // stop() ran meanwhile: do not leave it behind
         return;
       }
-      own();
-      log.info({ dataDir, port, pid }, "embedded Postgres started again; this server owns it");
+      this.own();
+      log.info({ dataDir, port, pid: this.pid }, "embedded Postgres started again; this server owns it");
     } catch (error) {
       log.error({ err: error, dataDir }, "error while checking the embedded Postgres");
     }
-  };
-  /** Another process started the cluster again: use it, without owning it. */
-  const follow = async (otherPid: number) => {
-    const otherPort = await waitReady(clusterDir, undefined, otherPid, logFile);
-    if (owned) disown();
-    pid = otherPid;
-    if (otherPort !== port) {
-      log.error({ dataDir, port, newPort: otherPort }, "another process started the embedded Postgres again on another port; restart this server to use it");
-    } else {
-      log.info({ dataDir, port, pid }, "another process started the embedded Postgres again; sharing it");
-    }
-  };
-  if (stopAtExit) {
-    monitor = setInterval(checkPostmaster, 250);
-    monitor.unref();
   }
 
+  /** Another process started the cluster again: use it, without owning it. */
+  private async follow(otherPid: number): Promise<void> {
+    const { clusterDir, logFile, dataDir } = this.cluster;
+    const otherPort = await waitReady(clusterDir, undefined, otherPid, logFile);
+    if (this.owned) this.disown();
+    this.pid = otherPid;
+    if (otherPort !== this.port) {
+      this.log.error({ dataDir, port: this.port, newPort: otherPort }, "another process started the embedded Postgres again on another port; restart this server to use it");
+    } else {
+      this.log.info({ dataDir, port: this.port, pid: this.pid }, "another process started the embedded Postgres again; sharing it");
+    }
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.monitor) clearInterval(this.monitor);
+    await this.checking; // a restart under way ends first (and stops what it started)
+    if (!this.owned) return;
+    process.removeListener("exit", this.onExit);
+    await stopPostmaster(this.pid, this.log);
+    this.watchdog?.release();
+    this.watchdog = undefined;
+    this.log.info({ dataDir: this.cluster.dataDir }, "embedded Postgres stopped");
+  }
+}
+
+export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
+  const cluster = await prepareCluster(options);
+  const postmaster = new Postmaster(cluster, options);
+  await postmaster.open();
+  const { port } = postmaster;
+  const { creds } = cluster;
   return {
     superuserUrl: `postgres://${SUPERUSER}:${creds.superuserPassword}@127.0.0.1:${port}/${DATABASE}`,
     authenticatorUrl: `postgres://${AUTHENTICATOR_ROLE}:${creds.authenticatorPassword}@127.0.0.1:${port}/${DATABASE}`,
     port,
-    clusterDir,
+    clusterDir: cluster.clusterDir,
     get owned() {
-      return owned;
+      return postmaster.owned;
     },
-    async stop() {
-      if (stopped) return;
-      stopped = true;
-      if (monitor) clearInterval(monitor);
-      await checking; // a restart under way ends first (and stops what it started)
-      if (!owned) return;
-      process.removeListener("exit", onExit);
-      await stopPostmaster(pid, log);
-      watchdog?.release();
-      watchdog = undefined;
-      log.info({ dataDir }, "embedded Postgres stopped");
-    },
+    stop: () => postmaster.stop(),
   };
 }
