@@ -1,6 +1,7 @@
 /**
- * `npm test`'s runs of tap: every file, two at a time (.taprc: jobs 2, one a
- * core of the 2-core machines the suite must fit), then the burst test alone
+ * `npm test`'s runs of tap: every file, three at a time (.taprc: jobs 3 on the
+ * 2-core machines the suite must fit, since files spend part of their time
+ * waiting on servers and timers), then the burst test alone
  * (it compares another player's latency with the time a flood takes, so it
  * must not share the machine with other files). Both always run, so a failure
  * in the first does not hide the second's result; the exit status is non-zero
