@@ -2,6 +2,9 @@ import { createHash, createHmac, randomUUID, timingSafeEqual } from "node:crypto
 import type pg from "pg";
 import type { DbCasino, DbExperience, DbUser } from "../db/types.js";
 import { argumentOutOfRange, invalidArgument } from "../errors.js";
+import { queryFile } from "../db/query-files.js";
+
+const CREATE_SESSION = queryFile("create-session");
 
 /**
  * Credentials (session tokens, API keys) are opaque random strings shown once.
@@ -110,15 +113,7 @@ export async function createSession(pool: Queryable, input: CreateSessionInput):
   }
   const token = newToken();
   const { rows } = await pool.query<{ id: string; expired_at: Date }>(
-    `insert into hub.session (user_id, casino_id, experience_id, token_digest, expired_at, user_client_id_sealed)
-     select u.id, u.casino_id, e.id, $4,
-            case when $5::float8 is null then now() + interval '30 days'
-                 else now() + $5::float8 * interval '1 second' end,
-            $6
-       from hub.user u
-       join hub.experience e on e.casino_id = u.casino_id
-      where u.id = $1 and u.casino_id = $2 and e.id = $3
-     returning id, expired_at`,
+    CREATE_SESSION,
     [input.userId, input.casinoId, input.experienceId, digest(token), expiresInSeconds ?? null, input.userClientId === undefined ? null : sealClientId(input.userClientId, token)],
   );
   const row = rows[0];

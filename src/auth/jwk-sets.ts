@@ -1,4 +1,7 @@
 import type pg from "pg";
+import { queryFile } from "../db/query-files.js";
+
+const RECORD_JWK_SET = queryFile("record-jwk-set");
 
 /**
  * The token keys a casino's JWKS URL served, kept for operators: hub.jwk_set
@@ -19,14 +22,7 @@ export async function recordJwkSet(
   const text = JSON.stringify(jwks);
   if (lastRecorded?.get(casinoId) === text) return;
   await pool.query(
-    `with changed as (
-       insert into hub.jwk_set as s (casino_id, jwks) values ($1, $2::jsonb)
-       on conflict (casino_id) do update set jwks = excluded.jwks, updated_at = now()
-        where s.jwks is distinct from excluded.jwks
-       returning casino_id)
-     insert into hub.jwk_set_snapshot (casino_id, jwks)
-     select $1, $2::jsonb from changed
-      where not exists (select 1 from hub.jwk_set_snapshot p where p.casino_id = $1 and p.jwks = $2::jsonb)`,
+    RECORD_JWK_SET,
     [casinoId, text],
   );
   lastRecorded?.set(casinoId, text);

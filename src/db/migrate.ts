@@ -4,6 +4,9 @@ import { logger, type Logger } from "../logger.js";
 import { isInClientTransaction } from "./pools.js";
 import { readCoreMigrations } from "./core-migrations.js";
 import { readMigrationFolder, type Migration } from "./migration-files.js";
+import { queryFile } from "./query-files.js";
+
+const MIGRATION_TABLE = queryFile("migration-table");
 
 /** Any constant works; it only has to be the same for every hub on this database. */
 const MIGRATION_LOCK_KEY = 7_321_004_117;
@@ -68,15 +71,7 @@ async function migrateOnClient(client: pg.ClientBase, options: { userMigrationsP
   const applied: string[] = [];
   await client.query("select pg_advisory_lock($1)", [MIGRATION_LOCK_KEY]);
   try {
-    await client.query(`
-      create schema if not exists hub_secret;
-      create table if not exists hub_secret.migration (
-        kind text not null,
-        name text not null,
-        checksum text not null,
-        applied_at timestamptz not null default now(),
-        primary key (kind, name)
-      );`);
+    await client.query(MIGRATION_TABLE);
     const { rows } = await client.query<{ kind: string; name: string; checksum: string }>(
       "select kind, name, checksum from hub_secret.migration",
     );

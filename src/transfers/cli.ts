@@ -1,4 +1,7 @@
 import type pg from "pg";
+import { queryFile } from "../db/query-files.js";
+
+const LIST_TRANSFERS = queryFile("transfer-list");
 
 /** One line of `hub transfers list`: an outbox item and what it is about. */
 export interface TransferListRow {
@@ -19,16 +22,7 @@ export interface TransferListRow {
 /** Every item still PENDING or FAILED, then the `done` most recent DONE ones, newest first. */
 export async function listTransfers(pool: Pick<pg.Pool, "query">, done = 100): Promise<TransferListRow[]> {
   const { rows } = await pool.query<TransferListRow>(
-    `select j.id, j.kind, j.status, c.name as casino, coalesce(j.withdrawal_request_id::text, t.mp_take_request_id::text, j.mp_transfer_id) as subject,
-            coalesce(r.amount, t.reserved_amount, d.amount) as amount, coalesce(r.currency_key, t.currency_key, d.currency_key) as currency_key,
-            j.attempts, j.last_error, j.next_attempt_at, j.updated_at
-       from (select * from hub.transfer_job where status <> 'DONE'
-             union all (select * from hub.transfer_job where status = 'DONE' order by updated_at desc limit $1)) j
-       join hub.casino c on c.id = j.casino_id
-       left join hub.withdrawal_request r on r.id = j.withdrawal_request_id
-       left join hub.take_request t on t.id = j.take_request_id
-       left join hub.deposit d on j.kind = 'ACKNOWLEDGE' and d.casino_id = j.casino_id and d.mp_transfer_id = j.mp_transfer_id
-      order by (j.status = 'DONE'), j.updated_at desc`,
+    LIST_TRANSFERS,
     [done],
   );
   return rows;
