@@ -87,7 +87,7 @@ export const CoinflipResolverPlugin = makeExtendSchemaPlugin(
             return rows[0]!;
           } catch (error) {
             if (isUnknownCurrency(error)) {
-              throw clientError(ErrorCode.BAD_USER_INPUT, `makeCoinflip: unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`);
+              throw clientError(ErrorCode.UNKNOWN_CURRENCY, `makeCoinflip: unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`);
             }
             throw error;
           }

@@ -128,6 +128,21 @@ t.test("the reference 002-coinflip.sql, reworded since, starts a database that a
   t.not(now, original);
 });
 
+t.test("the reference 006-whole-amounts.sql, which names offending rows since, starts a database that applied its first text", async (t) => {
+  const db = await sharedDatabase(t);
+  const first = await startAndListen({ ...base, ...db, userDatabaseMigrationsPath: referenceMigrationsPath });
+  // As a database migrated before the check naming the rows was added recorded it.
+  const original = "11d87a7b89c90e0da8b04f8cf63129730a9192886994ca61699e9baab792752e";
+  await query(first.superuserDatabaseUrl, `update hub_secret.migration set checksum = '${original}' where kind = 'user' and name = '006-whole-amounts.sql'`);
+  await first.stop();
+  const second = await startAndListen({ ...base, ...db, userDatabaseMigrationsPath: referenceMigrationsPath });
+  t.teardown(() => second.stop());
+  const now = createHash("sha256").update(fs.readFileSync(path.join(referenceMigrationsPath, "006-whole-amounts.sql"))).digest("hex");
+  const rows = await query<{ checksum: string }>(second.superuserDatabaseUrl, "select checksum from hub_secret.migration where kind = 'user' and name = '006-whole-amounts.sql'");
+  t.same(rows, [{ checksum: now }], "started, and recorded the current text");
+  t.not(now, original);
+});
+
 t.test("a failing migration stops start-up, names the file and leaves nothing behind", async (t) => {
   const dataDir = tmpDir(t);
   const db = await sharedDatabase(t);

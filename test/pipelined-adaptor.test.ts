@@ -4,10 +4,21 @@ import t from "tap";
 import type * as Tap from "tap";
 import createDebug from "debug";
 import pg from "pg";
-import { startTestServer, type TestServer } from "@hubpkg/hub/test";
+import {
+  createCasino,
+  createCurrency,
+  createExperience,
+  createHashChain,
+  createHouseBankroll,
+  createPlayer,
+  createPlayerBalance,
+  startTestServer,
+  type TestServer,
+} from "@hubpkg/hub/test";
 import { createWithPgClient } from "postgraphile/adaptors/pg";
 import type { WithPgClient } from "postgraphile/@dataplan/pg";
-import { startAndListen } from "@hubpkg/hub";
+import { defaultPlugins, HubGameConfigPlugin, startAndListen } from "@hubpkg/hub";
+import { CoinflipBetPlugin, referenceMigrationsPath } from "@hubpkg/hub/plugins";
 // Internal: the GraphQL pool's withPgClient (src/db/pipelined-adaptor.ts).
 import { makePipelinedWithPgClient } from "../dist/src/db/pipelined-adaptor.js";
 import { markOneStatement } from "../dist/src/db/one-statement-executor.js";
@@ -409,4 +420,78 @@ t.test("through the hub: @dataplan/pg's own statements take one round trip each,
   const user = await trips("{ twoStatementsSameTransaction }");
   t.same(user.body, { data: { twoStatementsSameTransaction: true } }, "a user's callback with two statements keeps one transaction");
   t.equal(user.trips, 3, "(begin, set_config, first), second, commit");
+});
+
+t.test("a bet through the hub: hubMakeOutcomeBet in at most 3 round trips; makeCoinflipBet (dbSettleBet in its own transaction) counted", async (t) => {
+  const counter = await roundTripCounter(new URL(server.databaseUrl));
+  // Both pools through the hop: the bets settle on the superuser pool, the read-back goes through the GraphQL pool.
+  const hop = new URL(counter.url).host;
+  const viaHop = (u: string) => Object.assign(new URL(u), { host: hop }).toString();
+  t.equal(new URL(server.superuserDatabaseUrl).host, new URL(server.databaseUrl).host, "both users on the one Postgres the hop forwards to");
+  const hub = await startAndListen({
+    port: 0,
+    host: "127.0.0.1",
+    handleSignals: false,
+    logLevel: "silent",
+    databaseUrl: viaHop(server.databaseUrl),
+    superuserDatabaseUrl: viaHop(server.superuserDatabaseUrl),
+    extraPgSchemas: ["app"],
+    userDatabaseMigrationsPath: referenceMigrationsPath,
+    plugins: [...defaultPlugins, HubGameConfigPlugin({ outcomeBetConfigs: { GENERAL: { houseEdge: 0.01, saveOutcomes: true } } }), CoinflipBetPlugin],
+  });
+  t.teardown(async () => {
+    await hub.stop();
+    await counter.close();
+  });
+  const casinoId = (await createCasino(server.dbPool, { name: "round-trips" })).id;
+  const experienceId = (await createExperience(server.dbPool, { casinoId })).id;
+  await createCurrency(server.dbPool, { casinoId, key: "CHIPS", displayUnitName: "chips", displayUnitScale: 1 });
+  await createHouseBankroll(server.dbPool, { casinoId, currencyKey: "CHIPS", amount: 1_000_000 });
+  const userId = (await createPlayer(server.dbPool, { casinoId, uname: "round-trips" })).id;
+  await createPlayerBalance(server.dbPool, { userId, experienceId, currencyKey: "CHIPS", amount: 1_000_000 });
+  const hashChainId = (await createHashChain(server.dbPool, { userId, casinoId, experienceId, maxIteration: 1000 })).id;
+  const { token } = await server.authenticate(userId, experienceId);
+  const post = async (query: string, variables: Record<string, unknown>) => {
+    const response = await fetch(`${hub.url}/graphql`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `session:${token}` },
+      body: JSON.stringify({ query, variables }),
+    });
+    return (await response.json()) as { data?: Record<string, any>; errors?: Array<{ message: string }> };
+  };
+  const outcomeBet = () =>
+    post(
+      `mutation($i: HubMakeOutcomeBetInput!) { hubMakeOutcomeBet(input: $i) { result { __typename
+         ... on HubMakeOutcomeBetSuccess { bet { id outcomeIdx net } } ... on HubRiskError { message } ... on HubBadHashChainError { message } } } }`,
+      { i: { kind: "GENERAL", wager: 100, currency: "CHIPS", outcomes: [{ weight: 1, profit: 0.98 }, { weight: 1, profit: -1 }], hashChainId, clientSeed: "trips" } },
+    );
+  const coinflipBet = () => post("mutation($i: MakeCoinflipBetInput!) { makeCoinflipBet(input: $i) { bet { id net } balance } }", { i: { wager: 100, currency: "CHIPS", side: "HEADS" } });
+  /**
+   * Round trips of each of a few bets, after one that warms the caches (the session, prepared statements,
+   * the chain's hashes). The hub's background work (the bankroll sweep, about once a second) goes through
+   * the same hop and can only add to a bet's count: the fewest is the bet's own.
+   */
+  const tripsOf = async (bet: () => ReturnType<typeof post>, check: (body: Awaited<ReturnType<typeof post>>) => void) => {
+    check(await bet());
+    const counts: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      counter.reset();
+      const body = await bet();
+      counts.push(counter.count());
+      check(body);
+    }
+    return counts;
+  };
+  const outcomeTrips = await tripsOf(outcomeBet, (body) => {
+    t.same(body.errors, undefined, "hubMakeOutcomeBet answers");
+    t.equal(body.data?.hubMakeOutcomeBet?.result?.__typename, "HubMakeOutcomeBetSuccess", "the bet was played");
+  });
+  t.comment(`hubMakeOutcomeBet, the bet read back: ${outcomeTrips.join(", ")} round trips`);
+  t.ok(Math.min(...outcomeTrips) <= 3, `hubMakeOutcomeBet takes at most 3 round trips (fewest of ${outcomeTrips.join(", ")})`);
+  const coinflipTrips = await tripsOf(coinflipBet, (body) => {
+    t.same(body.errors, undefined, "makeCoinflipBet answers");
+    t.ok(typeof body.data?.makeCoinflipBet?.bet?.id === "string", "the bet was played");
+  });
+  t.comment(`makeCoinflipBet, the bet read back: ${coinflipTrips.join(", ")} round trips`);
+  t.ok(Math.min(...coinflipTrips) > 0, "the hop saw makeCoinflipBet's statements");
 });

@@ -444,6 +444,7 @@ for (const variant of variants) {
     const res = await gql(variant.hub().url, variant.query, { input: { currency: "DOGE", wager: 5 } }, p.header);
     t.equal(res.body.data?.makeCoinflip, null);
     t.equal(firstError(res.body), 'makeCoinflip: unknown currency "DOGE"; the casino of this session has no such currency.');
+    t.equal(res.body.errors?.[0]?.extensions?.code, "UNKNOWN_CURRENCY", "the catalogue's code");
   });
 
   t.test(`makeCoinflip (${variant.name}): stores one row from the session and moves no money`, async (t) => {

@@ -325,3 +325,72 @@ t.test("a database holding an amount the new constraints forbid refuses to migra
   const still = await other.dbPool.query("select amount from hub.balance where id = $1", [balanceId]);
   t.same(still.rows, [{ amount: 10.25 }], "nothing was converted");
 });
+
+t.test("a database holding a reference game's amount that 006-whole-amounts forbids refuses to migrate, naming the rows", async (t) => {
+  const other = await startTestServer({ logLevel: "silent", extraPgSchemas: ["app"], userDatabaseMigrationsPath: referenceMigrationsPath });
+  t.teardown(() => other.stop());
+  const client = await other.dbPool.connect();
+  const ids: Record<string, string> = {};
+  try {
+    const casino = (await createCasino(client, { name: "legacy-games" })).id;
+    await createCurrency(client, { casinoId: casino, key: "OLD", displayUnitName: "old", displayUnitScale: 1 });
+    const experience = (await createExperience(client, { casinoId: casino })).id;
+    const user = (await createPlayer(client, { casinoId: casino, uname: "legacy-games" })).id;
+    // Back to before 006, then what an earlier version let through: a fractional wager, a balance past
+    // 2^53 − 1 (stored as 2^53), a NaN net and an infinite payout. The rows' other checks hold.
+    await client.query(`alter table app.coinflip_bet drop constraint coinflip_bet_wager_whole, drop constraint coinflip_bet_net_whole, drop constraint coinflip_bet_balance_after_whole;
+                        alter table app.tower_game drop constraint tower_game_wager_whole, drop constraint tower_game_net_whole, drop constraint tower_game_payout_whole`);
+    const player = [user, casino, experience];
+    const coinflip = (wager: string, net: string, balanceAfter: string) =>
+      client.query<{ id: string }>(
+        `insert into app.coinflip_bet (wager, net, balance_after, currency_key, user_id, casino_id, experience_id, side, outcome)
+         values ($1::float8, $2::float8, $3::float8, 'OLD', $4, $5, $6, 'HEADS', 'TAILS') returning id`,
+        [wager, net, balanceAfter, ...player],
+      ).then((r) => r.rows[0]!.id);
+    ids.fraction = await coinflip("2.5", "-2.5", "10");
+    ids.past = await coinflip("3", "-3", "9007199254740993");
+    ids.whole = await coinflip("4", "-4", "6");
+    const tower = (wager: string, net: string, payout: string) =>
+      client.query<{ id: string }>(
+        `insert into app.tower_game (wager, net, payout, currency_key, user_id, casino_id, experience_id, status, floor, max_floor, finished_at)
+         values ($1::float8, $2::float8, $3::float8, 'OLD', $4, $5, $6, 'CASHED_OUT', 1, 3, now()) returning id`,
+        [wager, net, payout, ...player],
+      ).then((r) => r.rows[0]!.id);
+    ids.nan = await tower("5", "NaN", "NaN");
+    ids.infinite = await tower("5", "Infinity", "Infinity");
+    await client.query("delete from hub_secret.migration where kind = 'user' and name = '006-whole-amounts.sql'");
+  } finally {
+    client.release();
+  }
+  const snapshot = async () =>
+    (await other.dbPool.query("select id, wager::text, net::text from app.coinflip_bet union all select id, wager::text, net::text from app.tower_game order by id")).rows;
+  const before = await snapshot();
+  const start = () => startAndListen({ port: 0, handleSignals: false, logLevel: "silent", extraPgSchemas: ["app"], userDatabaseMigrationsPath: referenceMigrationsPath, databaseUrl: other.databaseUrl, superuserDatabaseUrl: other.superuserDatabaseUrl });
+  const refused = await start().then(async (h) => (await h.stop(), "started"), (e: { code?: string; message?: string }) => e);
+  t.match(refused, { code: "HUB_MIGRATION_FAILED", message: /"006-whole-amounts\.sql".*006-whole-amounts: these stored amounts are not whole base units/s });
+  const message = (refused as { message?: string }).message ?? "";
+  t.comment(message);
+  for (const line of [
+    `app.coinflip_bet ${ids.fraction}: wager = 2.5`,
+    `app.coinflip_bet ${ids.fraction}: net = -2.5`,
+    `app.coinflip_bet ${ids.past}: balance_after = 9007199254740992`,
+    `app.tower_game ${ids.nan}: net = NaN`,
+    `app.tower_game ${ids.nan}: payout = NaN`,
+    `app.tower_game ${ids.infinite}: net = Infinity`,
+    `app.tower_game ${ids.infinite}: payout = Infinity`,
+  ]) {
+    t.ok(message.includes(line), `names ${line}`);
+  }
+  t.notOk(message.includes(ids.whole!), "a row within the rule is not named");
+  t.same(await snapshot(), before, "nothing was converted");
+  const constraints = await other.dbPool.query("select conname from pg_constraint where conname like '%\\_whole' and conrelid in ('app.coinflip_bet'::regclass, 'app.tower_game'::regclass)");
+  t.same(constraints.rows, [], "nothing of 006 was applied");
+
+  // Corrected, the same start applies 006 and records it.
+  await other.dbPool.query("delete from app.coinflip_bet where id <> $1", [ids.whole]);
+  await other.dbPool.query("delete from app.tower_game");
+  const started = await start();
+  await started.stop();
+  const recorded = await other.dbPool.query("select checksum from hub_secret.migration where kind = 'user' and name = '006-whole-amounts.sql'");
+  t.equal(recorded.rows.length, 1, "006 applied once the rows are corrected");
+});

@@ -264,6 +264,186 @@ t.test("the database itself refuses amounts that are not whole base units, even 
   t.same(stored.rows, [{ amount: 10 }], "the balance is as the ledger left it");
 });
 
+/*
+ * Every amount column, as the superuser. The columns come from the catalogue:
+ * every number column of the hub's schemas and the reference games' whose name
+ * says money (AMOUNT_NAME). Each must be held by a check that makes it whole
+ * base units within ±(2^53 − 1) (or, for a statistic or a multiplier, finite),
+ * and must be in AMOUNT_COLUMNS below, which says how to refuse it: a new
+ * amount column fails here until it has both.
+ */
+const AMOUNT_NAME = "(^|_)(amount|wager|wagered|payout|profit|net|balance|expected_value|cover|room|delta)(_|$)";
+/** Whole: from 0 (or 1) to 2^53 − 1; signed: ±(2^53 − 1); finite: any finite number (a statistic, a multiplier). */
+type Rule = "whole" | "signed" | "finite";
+const AMOUNT_COLUMNS: [table: string, column: string, constraint: string, rule: Rule][] = [
+  ["hub.balance", "amount", "balance_amount_whole", "whole"],
+  ["hub.bankroll", "amount", "bankroll_amount_whole", "whole"],
+  ["hub.bankroll", "wagered", "bankroll_wagered_whole", "whole"],
+  ["hub.bankroll", "expected_value", "bankroll_expected_value_finite", "finite"],
+  ["hub.ledger", "amount_delta", "ledger_amount_delta_whole", "signed"],
+  ["hub.ledger", "balance_after", "ledger_balance_after_whole", "whole"],
+  ["hub.deposit", "amount", "deposit_amount_check", "whole"],
+  ["hub.withdrawal_request", "amount", "withdrawal_request_amount_check", "whole"],
+  ["hub.withdrawal", "amount", "withdrawal_amount_whole", "whole"],
+  ["hub.faucet_currency", "amount", "faucet_currency_amount_check", "whole"],
+  ["hub.faucet_claim", "amount", "faucet_claim_amount_check", "whole"],
+  ["hub.take_request", "amount", "take_request_amount_check", "whole"],
+  ["hub.take_request", "reserved_amount", "take_request_reserved_amount_check", "whole"],
+  ["hub.outcome_bet", "wager", "outcome_bet_wager_whole", "whole"],
+  ["hub.outcome_bet", "net", "outcome_bet_net_whole", "signed"],
+  ["hub.outcome_bet", "profit", "outcome_bet_profit_finite", "finite"],
+  ["hub_hidden.bankroll_slot", "cover", "bankroll_slot_cover_check", "whole"],
+  ["hub_hidden.bankroll_slot", "room", "bankroll_slot_room_check", "whole"],
+  ["hub_hidden.bankroll_pending", "delta", "bankroll_pending_delta_check", "signed"],
+  ["hub_hidden.bankroll_pending", "wagered", "bankroll_pending_wagered_check", "whole"],
+  ["hub_hidden.bankroll_pending", "expected_value", "bankroll_pending_expected_value_check", "finite"],
+  ["app.coinflip_bet", "wager", "coinflip_bet_wager_whole", "whole"],
+  ["app.coinflip_bet", "net", "coinflip_bet_net_whole", "signed"],
+  ["app.coinflip_bet", "balance_after", "coinflip_bet_balance_after_whole", "whole"],
+  ["app.tower_game", "wager", "tower_game_wager_whole", "whole"],
+  ["app.tower_game", "net", "tower_game_net_whole", "signed"],
+  ["app.tower_game", "payout", "tower_game_payout_whole", "whole"],
+];
+/** Not money: makeCoinflip's flips move no balance (docs/guarantees-and-limits.md), so its net stays fractional. */
+const NOT_MONEY = ["app.coinflip.net", "app.coinflip.wager"];
+
+/** What each rule refuses: 10.25 is above every lower bound (only wholeness refuses it); 2^53 + 1 is stored as 2^53, one past the limit. */
+const REFUSED: Record<Rule, string[]> = {
+  whole: ["0.5", "10.25", "NaN", "9007199254740993", "Infinity"],
+  signed: ["0.5", "10.25", "NaN", "9007199254740993", "Infinity", "-Infinity", "-9007199254740993"],
+  finite: ["NaN", "Infinity", "-Infinity"],
+};
+
+/**
+ * One row of the table to update, inside the caller's transaction (rolled back after), as its ctid:
+ * an existing row of the test's player where there is one, else a valid row inserted for the case.
+ */
+function rowOf(table: string): [string, unknown[]] {
+  const { userId: u, casinoId: c, experienceId: e } = player;
+  const bankroll = "select id from hub.bankroll where casino_id = $1 and currency_key = $2";
+  const rows: Record<string, [string, unknown[]]> = {
+    "hub.balance": ["select ctid from hub.balance where user_id = $1 and experience_id = $2 and currency_key = $3 for update", [u, e, CURRENCY]],
+    "hub.bankroll": ["select ctid from hub.bankroll where casino_id = $1 and currency_key = $2 for update", [c, CURRENCY]],
+    "hub.ledger": ["select ctid from hub.ledger where user_id = $1 and currency_key = $2 and balance_after is not null order by id limit 1 for update", [u, CURRENCY]],
+    "hub.deposit": ["insert into hub.deposit (casino_id, mp_transfer_id, user_id, experience_id, currency_key, amount) values ($1, 'whole-amounts', $2, $3, $4, 10) returning ctid", [c, u, e, CURRENCY]],
+    "hub.withdrawal_request": ["insert into hub.withdrawal_request (casino_id, user_id, experience_id, currency_key, amount) values ($1, $2, $3, $4, 10) returning ctid", [c, u, e, CURRENCY]],
+    "hub.withdrawal": [
+      `with r as (insert into hub.withdrawal_request (casino_id, user_id, experience_id, currency_key, amount) values ($1, $2, $3, $4, 10) returning id)
+       insert into hub.withdrawal (withdrawal_request_id, casino_id, user_id, experience_id, currency_key, amount) select r.id, $1, $2, $3, $4, 10 from r returning ctid`,
+      [c, u, e, CURRENCY],
+    ],
+    "hub.faucet_currency": ["insert into hub.faucet_currency (casino_id, currency_key, amount) values ($1, $2, 10) returning ctid", [c, CURRENCY]],
+    "hub.faucet_claim": ["insert into hub.faucet_claim (user_id, casino_id, experience_id, currency_key, amount) values ($1, $2, $3, $4, 10) returning ctid", [u, c, e, CURRENCY]],
+    "hub.take_request": [
+      `insert into hub.take_request (mp_take_request_id, casino_id, user_id, experience_id, currency_key, amount, reserved_amount, status)
+       values (gen_random_uuid(), $1, $2, $3, $4, 10, 10, 'PROCESSING') returning ctid`,
+      [c, u, e, CURRENCY],
+    ],
+    "hub.outcome_bet": [
+      `with c as (insert into hub.hash_chain (user_id, casino_id, experience_id, active, max_iteration, current_iteration) values ($1, $2, $3, false, 2, 1) returning id),
+            h as (insert into hub.hash (hash_chain_id, kind, digest, iteration) select id, 'INTERMEDIATE', decode(repeat('ab', 32), 'hex'), 1 from c returning id)
+       insert into hub.outcome_bet (kind, wager, profit, net, outcome_idx, currency_key, hash_id, user_id, casino_id, experience_id)
+       select 'WHOLE', 10, -1, -10, 0, $4, h.id, $1, $2, $3 from h returning ctid`,
+      [u, c, e, CURRENCY],
+    ],
+    "hub_hidden.bankroll_slot": [`insert into hub_hidden.bankroll_slot (bankroll_id) ${bankroll} returning ctid`, [c, CURRENCY]],
+    "hub_hidden.bankroll_pending": [
+      `with s as (insert into hub_hidden.bankroll_slot (bankroll_id) ${bankroll} returning id, bankroll_id)
+       insert into hub_hidden.bankroll_pending (bankroll_id, slot_id, bet_id, delta, counted, wagered, expected_value, actor, reason)
+       select bankroll_id, id, gen_random_uuid(), 1, 1, 1, 0.5, 'test', 'test' from s returning ctid`,
+      [c, CURRENCY],
+    ],
+    "app.coinflip_bet": [
+      "insert into app.coinflip_bet (wager, net, balance_after, currency_key, user_id, casino_id, experience_id, side, outcome) values (2, -2, 0, $1, $2, $3, $4, 'HEADS', 'TAILS') returning ctid",
+      [CURRENCY, u, c, e],
+    ],
+    "app.tower_game": ["insert into app.tower_game (wager, net, currency_key, user_id, casino_id, experience_id, max_floor) values (5, -5, $1, $2, $3, $4, 3) returning ctid", [CURRENCY, u, c, e]],
+  };
+  return rows[table]!;
+}
+
+/** The catalogue's amount columns: type, and the checks on it that make it whole or finite. */
+async function amountColumnsInCatalogue() {
+  const { rows } = await hub.dbPool.query<{ name: string; type: string; whole: string[]; finite: string[] }>(
+    `select n.nspname || '.' || c.relname || '.' || a.attname as name, format_type(a.atttypid, a.atttypmod) as type,
+            coalesce(array_agg(k.conname::text order by k.conname) filter (where k.def ~ 'is_whole_amount\\(' or (k.def ~ '9007199254740991' and k.def ~ 'trunc\\(')), '{}') as whole,
+            coalesce(array_agg(k.conname::text order by k.conname) filter (where k.def ~ 'Infinity' and k.def !~ 'is_whole_amount'), '{}') as finite
+       from pg_attribute a
+       join pg_class c on c.oid = a.attrelid and c.relkind in ('r', 'p')
+       join pg_namespace n on n.oid = c.relnamespace
+       left join (select conrelid, conkey, conname, pg_get_constraintdef(oid) as def from pg_constraint where contype = 'c') k
+              on k.conrelid = c.oid and a.attnum = any(k.conkey)
+      where n.nspname in ('hub', 'hub_hidden', 'hub_secret', 'app') and a.attnum > 0 and not a.attisdropped
+        and a.atttypid in ('float8'::regtype, 'float4'::regtype, 'numeric'::regtype, 'int8'::regtype, 'int4'::regtype, 'int2'::regtype)
+        and a.attname ~ $1
+      group by 1, 2 order by 1`,
+    [AMOUNT_NAME],
+  );
+  return rows;
+}
+
+t.test("every amount column in the catalogue is held by a whole-amount (or finiteness) check, and has a case below", async (t) => {
+  const columns = await amountColumnsInCatalogue();
+  t.comment(columns.map((c) => `${c.name} ${c.type}: ${[...c.whole, ...c.finite].join(", ") || "no check"}`).join("\n"));
+  const known = AMOUNT_COLUMNS.map(([table, column]) => `${table}.${column}`);
+  t.same(columns.map((c) => c.name).filter((n) => !NOT_MONEY.includes(n)).sort(), [...known].sort(), "the catalogue's amount columns are exactly the known ones (and makeCoinflip's, which are not money)");
+  for (const [table, column, constraint, rule] of AMOUNT_COLUMNS) {
+    const found = columns.find((c) => c.name === `${table}.${column}`);
+    // Checks, whatever the type: a bigint column would round 0.5 to 1 on assignment rather than refuse it.
+    t.ok(found?.[rule === "finite" ? "finite" : "whole"].includes(constraint), `${table}.${column} (${found?.type}) is held by ${constraint}`);
+  }
+  for (const name of NOT_MONEY) t.same(columns.find((c) => c.name === name)?.whole, [], `${name} is not money and holds no whole-amount check`);
+});
+
+/**
+ * Update `column` of one row of `table` to `value` in a transaction the caller rolls back, and say what
+ * Postgres answered. Alone: the ledger's guard triggers and foreign keys off (replica role) and the
+ * table's other checks dropped, so only `constraint` can refuse. The row as before is read back after.
+ */
+async function tryAmount(table: string, column: string, value: string, alone: boolean, constraint: string) {
+  const client = await hub.dbPool.connect();
+  try {
+    await client.query("begin");
+    if (alone) {
+      await client.query("set local session_replication_role = replica");
+      const others = await client.query<{ conname: string }>("select conname from pg_constraint where conrelid = $1::regclass and contype = 'c' and conname <> $2", [table, constraint]);
+      if (others.rows.length) await client.query(`alter table ${table} ${others.rows.map((r) => `drop constraint ${r.conname}`).join(", ")}`);
+    }
+    const [sql, params] = rowOf(table);
+    const ctid = (await client.query<{ ctid: string }>(sql, params)).rows[0]!.ctid;
+    const read = async () => (await client.query<{ v: string }>(`select ${column}::text as v from ${table} where ctid = $1::tid`, [ctid])).rows[0]?.v;
+    const before = await read();
+    await client.query("savepoint attempt");
+    const error = await client
+      .query(`update ${table} set ${column} = $1::float8 where ctid = $2::tid`, [value, ctid])
+      .then((r) => ({ code: "none", constraint: `${r.rowCount} row(s) updated` }), (e: { code?: string; constraint?: string }) => ({ code: e.code, constraint: e.constraint }));
+    await client.query("rollback to savepoint attempt");
+    return { ...error, before, after: await read() };
+  } finally {
+    await client.query("rollback").catch(() => undefined);
+    client.release();
+  }
+}
+
+t.test("as the superuser, every amount column refuses a fraction, NaN, 2^53 + 1 and ±Infinity by its own check (SQLSTATE 23514), the row unchanged", async (t) => {
+  const before = await books();
+  for (const [table, column, constraint, rule] of AMOUNT_COLUMNS) {
+    for (const value of REFUSED[rule]) {
+      const label = `${table}.${column} = ${value}`;
+      // Its own check alone: it refuses, by name (each case fails if that check is missing or lets the value through).
+      const alone = await tryAmount(table, column, value, true, constraint);
+      t.same({ code: alone.code, constraint: alone.constraint }, { code: "23514", constraint }, `${label}: refused by ${constraint}`);
+      t.equal(alone.after, alone.before, `${label}: the row unchanged (${alone.before})`);
+      // Everything in place, as psql would meet it: refused (the ledger's append-only guard answers first).
+      const all = await tryAmount(table, column, value, false, constraint);
+      const expected = table === "hub.ledger" ? { code: "P0001", constraint: "ledger_append_only" } : { code: "23514" };
+      t.match(all, expected, `${label}: refused with everything in place (${all.code} ${all.constraint})`);
+      t.equal(all.after, all.before, `${label}: the row unchanged with everything in place`);
+    }
+  }
+  t.same(await books(), before, "balance, bankroll, bets and ledger unchanged");
+});
+
 /** `node dist/cli.js …` against this test server's database. */
 const cli = (args: string[]) => cliOn(hub)(args);
 

@@ -1,9 +1,9 @@
 /**
- * dbSettleBet: the one way a game moves money. Every game of the hub (and
- * every game a controller writes) settles through it, so the lock order, the
- * funds and cover checks, the 2^53 − 1 bound and the ledger's tags are
- * written once: in the SQL function hub_hidden.settle_bet (core migration
- * 0017), which this calls in one round trip.
+ * dbSettleBet: the one way a game moves money. The lock order, the funds
+ * and cover checks, the 2^53 − 1 bound and the ledger's tags are written
+ * once, in the SQL function hub_hidden.settle_bet_shared (core migration
+ * 0023), which this calls in one round trip; hubMakeOutcomeBet reaches the
+ * same function through hub_hidden.settle_outcome_bet and settle_bet.
  */
 import type pg from "pg";
 import type { GraphQLError } from "graphql";
