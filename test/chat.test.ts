@@ -107,6 +107,15 @@ const isProbe = (e: { data?: Record<string, any> | null | undefined }) => newMes
 const real = (f: Feed) => f.events.filter((e) => !isProbe(e));
 const waitReal = (f: Feed, n: number) => until(() => real(f).length >= n, 30_000, () => `expected ${n} events, got ${JSON.stringify(real(f))}`).then(() => real(f));
 
+/** Calls `seen` as each event of the feed arrives (before anyone polling the feed sees it). */
+function onArrival(f: Feed, seen: (event: Feed["events"][number]) => void): void {
+  const push = f.events.push.bind(f.events);
+  f.events.push = (...events) => {
+    for (const e of events) seen(e);
+    return push(...events);
+  };
+}
+
 function newMessage(event: { data?: Record<string, any> | null | undefined }): ChatMessage | undefined {
   const alert = event.data?.hubChatAlert;
   return alert?.__typename === "HubChatSubscriptionNewMessage" ? alert.chatMessage : undefined;
@@ -184,7 +193,10 @@ t.test("a post reaches every subscriber of the experience on both hubs, as sent,
   const daveOnA = await subscribe(dave!, "A");
 
   const body = `<script>alert("x")</script> & <b>bold</b> 'quoted' 🎲 ünïcödé  two  spaces `;
-  const posted = Date.now();
+  const arrived: Record<string, number> = {};
+  onArrival(aliceOnA, (e) => void (isProbe(e) || (arrived.A ??= performance.now())));
+  onArrival(bobOnB, (e) => void (isProbe(e) || (arrived.B ??= performance.now())));
+  const posted = performance.now();
   const result = await postChatMessage(alice!.onB, body);
   t.equal(result.__typename, "HubChatCreateUserMessageSuccess", "posted through B");
   if (result.__typename !== "HubChatCreateUserMessageSuccess") return;
@@ -193,7 +205,8 @@ t.test("a post reaches every subscriber of the experience on both hubs, as sent,
 
   await waitReal(aliceOnA, 1);
   await waitReal(bobOnB, 1);
-  t.comment(`delivered to both hubs' subscribers ${Date.now() - posted} ms after the post was sent`);
+  // Reported against the goal of 1 s, never asserted (the suite runs on loaded machines too).
+  t.comment(`posted on B; delivered ${(arrived.A! - posted).toFixed(0)} ms after it was sent on A, ${(arrived.B! - posted).toFixed(0)} ms on B`);
   for (const [who, f] of [["alice on A", aliceOnA], ["bob on B", bobOnB]] as const) {
     t.same(newMessage(real(f)[0]!), { id: result.chatMessage.id, type: "user", body, clientId: result.chatMessage.clientId, userId: alice!.userId, experienceId: roomA, hiddenAt: null }, `${who} got it as sent`);
   }
@@ -405,36 +418,116 @@ t.test("operators post system messages and hide messages; players stop reading h
   t.same(codes(again), ["BAD_USER_INPUT"], "reposting a hidden message's clientId is refused");
 });
 
+const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+
+/** Erin's posts at once on each hub: fewer than the 259 requests a player may have in progress per hub, so none is refused on arrival. */
+const FLOOD_PER_HUB = 200;
+const POST_ANSWER = "mutation($i: HubChatCreateUserMessageInput!) { hubChatCreateUserMessage(input: $i) { result { __typename ... on HubChatCreateUserMessageSuccess { chatMessage { id } } ... on HubChatUserRateLimited { message } } } }";
+
 t.test("the rate limit answers HubChatUserRateLimited, and one player's flood does not hold up another's message", async (t) => {
   const { erin, frank, alice } = players as Record<string, Who>;
   const aliceOnB = await subscribe(alice!, "B");
-  await a.dbPool.query("delete from hub_hidden.chat_rate_bucket where user_id = $1", [erin!.userId]);
+  await a.dbPool.query("delete from hub_hidden.chat_rate_bucket where user_id = any($1::uuid[])", [[erin!.userId, frank!.userId]]);
   const before = await messageRows("user_id = $1", [erin!.userId]);
 
-  // Erin floods through both hubs, four posts at a time, until frank's message has been delivered.
-  let delivered = false;
-  const answers: string[] = [];
-  const flood = async (client: GraphQLClient) => {
-    while (!delivered && answers.length < 2000) answers.push((await postChatMessage(client, `flood ${answers.length}`)).__typename);
+  // When each message reached alice on B, and how many of erin's posts on each hub had been answered by then.
+  const answered = { A: 0, B: 0 };
+  const arrivals = new Map<string, { at: number; answered: { A: number; B: number } }>();
+  onArrival(aliceOnB, (e) => {
+    const m = newMessage(e);
+    if (m) arrivals.set(m.id, { at: performance.now(), answered: { ...answered } });
+  });
+  const post = (who: Who, on: "A" | "B", body: string) =>
+    gql(on === "A" ? a.url : b.url, POST_ANSWER, { i: { body, clientId: randomUUID() } }, { authorization: `session:${who.token}` });
+  /** Frank posts on A; alice hears it on B. Undefined when his post was not accepted. */
+  const delivery = async (body: string) => {
+    const sent = performance.now();
+    const res = await Promise.race([
+      post(frank!, "A", body),
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`frank's post "${body}" was not answered within 30 s`)), 30_000).unref()),
+    ]);
+    const result = res.body.data?.hubChatCreateUserMessage?.result;
+    t.equal(result?.__typename ?? codes(res)[0], "HubChatCreateUserMessageSuccess", `frank's post "${body}" is accepted`);
+    const id: string | undefined = result?.chatMessage?.id;
+    if (!id) return undefined;
+    await until(() => arrivals.has(id), 30_000, () => `frank's "${body}" never reached alice`);
+    return { ms: arrivals.get(id)!.at - sent, answered: arrivals.get(id)!.answered };
   };
-  const flooding = Promise.all([flood(erin!.onA), flood(erin!.onB), flood(erin!.onA), flood(erin!.onB)]);
-  await until(() => answers.includes("HubChatUserRateLimited"), 10_000, () => `erin was never rate limited: ${answers.join(", ")}`);
 
-  const sent = Date.now();
-  const result = await postChatMessage(frank!.onA, "frank, during the flood");
-  t.equal(result.__typename, "HubChatCreateUserMessageSuccess", "frank's post is accepted during erin's flood");
-  if (result.__typename !== "HubChatCreateUserMessageSuccess") return;
-  await until(() => aliceOnB.events.some((e) => newMessage(e)?.id === result.chatMessage.id), 30_000, () => "frank's message never reached alice");
-  t.comment(`frank's message reached alice on B ${Date.now() - sent} ms after he sent it, with erin's flood going on`);
-  const floodStillGoing = answers.length;
-  delivered = true;
+  // Unflooded first (3 of frank's 5 posts of the window).
+  const quiet: number[] = [];
+  for (let i = 0; i < 3; i++) quiet.push((await delivery(`frank, quiet ${i}`))?.ms ?? NaN);
+
+  // Erin's flood, held: the test takes her rate bucket's row first, so none of
+  // her posts can finish until it lets go, once frank's message was heard. A
+  // flood stuck with all its work in flight is the worst case, and what is
+  // checked is what waits on what, not how fast anything runs: were frank's
+  // post queued behind hers (one queue, bound or lock per hub rather than per
+  // player), or alice's delivery on B behind erin's posts there, his message
+  // could not arrive while hers are held, and his post would be refused
+  // (TOO_MANY_REQUESTS after 10 s) or go unanswered.
+  const floodSent = Date.now();
+  const holder = await a.dbPool.connect();
+  let held = true;
+  const letGo = async () => {
+    if (!held) return;
+    held = false;
+    try {
+      await holder.query("commit");
+    } finally {
+      holder.release();
+    }
+  };
+  t.teardown(letGo);
+  await holder.query("begin");
+  await holder.query("insert into hub_hidden.chat_rate_bucket (user_id, experience_id, window_start, posts) values ($1, $2, now(), 0)", [erin!.userId, roomA]);
+  const answers: { hub: "A" | "B"; typename?: string; message?: string; code?: unknown }[] = [];
+  const flood = (hub: "A" | "B") =>
+    Promise.all(
+      Array.from({ length: FLOOD_PER_HUB }, async (_, i) => {
+        const res = await post(erin!, hub, `flood ${hub} ${i}`);
+        answered[hub]++;
+        const result = res.body.data?.hubChatCreateUserMessage?.result;
+        answers.push({ hub, typename: result?.__typename, message: result?.message, code: codes(res)[0] });
+      }),
+    );
+  const flooding = Promise.all([flood("A"), flood("B")]);
+  let heldFlood: Awaited<ReturnType<typeof delivery>>;
+  try {
+    // Jammed: each hub's 3 connections for erin wait in Postgres on the held row (her other posts wait in memory).
+    const BLOCKED = "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and application_name = 'hub:superuser'";
+    const started = Date.now();
+    let blocked = (await a.dbPool.query<{ n: number }>(BLOCKED)).rows[0]!.n;
+    while (blocked < 6 && Date.now() - started < 30_000) {
+      await new Promise((r) => setTimeout(r, 20));
+      blocked = (await a.dbPool.query<{ n: number }>(BLOCKED)).rows[0]!.n;
+    }
+    t.equal(blocked, 6, "erin's flood holds all 3 of her connections on each hub, each waiting on a lock");
+    heldFlood = await delivery("frank, while erin's flood is held");
+    t.same(heldFlood?.answered, { A: 0, B: 0 }, "frank's message reached alice on B while every post of erin's still waited");
+  } finally {
+    await letGo();
+  }
+  // And while her flood drains (all 400 posts at once on her row).
+  const draining = await delivery("frank, while erin's flood drains");
   await flooding;
-  t.ok(floodStillGoing > 0 && answers.length >= floodStillGoing, `erin's flood was going on (${floodStillGoing} answers by then, ${answers.length} in all)`);
+  const floodMs = Date.now() - floodSent;
+  t.comment(`frank (hub A) -> alice (hub B): unflooded ${quiet.map((m) => m.toFixed(0)).join(", ")} ms (median ${median(quiet).toFixed(0)}); while erin's ${FLOOD_PER_HUB} + ${FLOOD_PER_HUB} posts were held ${heldFlood?.ms.toFixed(0)} ms; while they drained ${draining?.ms.toFixed(0)} ms (${FLOOD_PER_HUB - (draining?.answered.A ?? 0)} + ${FLOOD_PER_HUB - (draining?.answered.B ?? 0)} of hers still unanswered then)`);
 
-  const accepted = answers.filter((x) => x === "HubChatCreateUserMessageSuccess").length;
+  // Erin's answers: her first 5 posts of the window, then the rate limit (or, were a post to wait over 10 s for her connections, TOO_MANY_REQUESTS).
+  const outcomes: Record<string, number> = {};
+  for (const x of answers) outcomes[x.typename ?? String(x.code)] = (outcomes[x.typename ?? String(x.code)] ?? 0) + 1;
+  t.comment(`erin's outcomes, all answered ${floodMs} ms after the flood began: ${JSON.stringify(outcomes)}`);
+  t.same(Object.keys(outcomes).filter((k) => !["HubChatCreateUserMessageSuccess", "HubChatUserRateLimited", "TOO_MANY_REQUESTS"].includes(k)), [], "erin's posts were accepted or refused for her rate");
+  const accepted = outcomes.HubChatCreateUserMessageSuccess ?? 0;
   t.ok(accepted >= 5, `erin's first 5 posts of the window were accepted (${accepted} in all)`);
-  t.ok(answers.filter((x) => x === "HubChatUserRateLimited").length > 0, "the rest answered HubChatUserRateLimited");
+  t.ok((outcomes.HubChatUserRateLimited ?? 0) > 0, "the flood hit the rate limit");
+  const limited = answers.filter((x) => x.typename === "HubChatUserRateLimited");
+  const floodOver = Date.now();
+  // Her window began with the flood (her bucket row was made just before): each answer's time to post again is 10 s after a window's start.
+  const retryAt = (message?: string) => Date.parse(/^At most 5 messages every 10 seconds; post again after (\S+)\.$/.exec(message ?? "")?.[1] ?? "");
+  const wrong = limited.filter((x) => !(retryAt(x.message) >= floodSent + 9_000 && retryAt(x.message) <= floodOver + 10_000));
+  t.same(wrong, [], `every rate-limited answer says when to post again (${limited.length} of them)`);
+  t.match(limited[0], { typename: "HubChatUserRateLimited", message: /^At most 5 messages every 10 seconds; post again after \d{4}-\d\d-\d\dT[\d:.]+Z\.$/ }, "answered with the limit and when to post again");
   t.equal(await messageRows("user_id = $1", [erin!.userId]), before + accepted, "only the accepted posts were stored");
-  const limited = await postChatMessage(erin!.onA, "one more");
-  if (limited.__typename === "HubChatUserRateLimited") t.match(limited.message, /At most 5 messages every 10 seconds; post again after /);
 });

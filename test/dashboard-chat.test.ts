@@ -9,8 +9,9 @@ import { createExperience, createPlayer, postChatMessage, readChatMessages, star
 /*
  * The dashboard's Chat page in a real browser (Debian's chromium, or
  * CHROMIUM_PATH) against a real hub: a message with markup is shown as text;
- * an operator hides it, mutes and unmutes its author, makes a mod and posts a
- * system message, and players see the effects through GraphQL.
+ * an operator hides it, mutes and unmutes its author, makes them a mod and
+ * removes them, posts a system message, and players see the effects through
+ * GraphQL (and the database, for the mods).
  */
 const ROOT = path.resolve(import.meta.dirname, "..");
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
@@ -56,7 +57,7 @@ async function openRoom(): Promise<Page> {
   return page;
 }
 
-t.test("the Chat page shows a message with markup as text, hides it, mutes and unmutes its author, makes a mod, posts a system message", async (t) => {
+t.test("the Chat page shows a message with markup as text, hides it, mutes and unmutes its author, makes and removes a mod, posts a system message", async (t) => {
   const posted = await postChatMessage(author.client, MARKUP);
   if (posted.__typename !== "HubChatCreateUserMessageSuccess") throw new Error(`could not post: ${posted.__typename}`);
   const page = await openRoom();
@@ -88,6 +89,14 @@ t.test("the Chat page shows a message with markup as text, hides it, mutes and u
   await page.locator('table[data-testid="chat-mods"]').getByText("chatty").waitFor();
   const { rows } = await hub.dbPool.query("select 1 from hub.chat_mod where experience_id = $1 and user_id = $2", [room, author.userId]);
   t.equal(rows.length, 1, "the author is a mod of the room");
+
+  const mods = page.locator('table[data-testid="chat-mods"]');
+  await mods.getByRole("button", { name: "Remove mod" }).click();
+  await mods.getByRole("button", { name: "Yes, remove mod" }).click();
+  await page.getByText("No mod. Make a player a mod from one of their messages.").waitFor();
+  const { rows: left } = await hub.dbPool.query("select 1 from hub.chat_mod where experience_id = $1 and user_id = $2", [room, author.userId]);
+  t.equal(left.length, 0, "Remove mod: the author is no longer a mod of the room");
+  await messages.getByRole("button", { name: "Make mod" }).first().waitFor();
 
   await page.fill('input[aria-label="System message"]', "Be nice <3");
   await page.getByRole("button", { name: "Post" }).click();
