@@ -249,13 +249,16 @@ t.test("bad input: one form per call, and a clear code", async (t) => {
 t.test("the other revision's forms: {} and { experienceClientId } make a new player, and the payload's query answers as that player", async (t) => {
   const LOGIN = `mutation($i: HubCreatePlaygroundSessionInput!) { hubCreatePlaygroundSession(input: $i) {
     success { sessionKey userId experienceId uname }
-    query { hubCurrentUser { id uname hubBalanceByCurrency(currency: "HOUSE") { amount } } hubCurrentExperience { id } } } }`;
+    query { hubCurrentUser { id uname hubBalanceByCurrency(currency: "HOUSE") { amount } activeHashChain { id } } hubCurrentExperience { id } } } }`;
   const login = async (input: Record<string, unknown>) => {
     const res = await gql(server.url, LOGIN, { i: input });
     t.same(res.body.errors, undefined, JSON.stringify(input));
     return (res.body.data as any).hubCreatePlaygroundSession as {
       success: { sessionKey: string; userId: string; experienceId: string; uname: string };
-      query: { hubCurrentUser: { id: string; uname: string; hubBalanceByCurrency: { amount: number } | null } | null; hubCurrentExperience: { id: string } | null };
+      query: {
+        hubCurrentUser: { id: string; uname: string; hubBalanceByCurrency: { amount: number } | null; activeHashChain: { id: string } | null } | null;
+        hubCurrentExperience: { id: string } | null;
+      };
     };
   };
   const first = await login({});
@@ -264,9 +267,9 @@ t.test("the other revision's forms: {} and { experienceClientId } make a new pla
   t.not(second.success.experienceId, first.success.experienceId, "{} twice: two experiences");
   for (const p of [first, second]) {
     t.same(p.query, {
-      hubCurrentUser: { id: p.success.userId, uname: p.success.uname, hubBalanceByCurrency: { amount: 1000 } },
+      hubCurrentUser: { id: p.success.userId, uname: p.success.uname, hubBalanceByCurrency: { amount: 1000 }, activeHashChain: null },
       hubCurrentExperience: { id: p.success.experienceId },
-    }, "the login answer shows the new player, its experience and its starting balance");
+    }, "the login answer shows the new player, its experience, its starting balance and no hash chain yet");
   }
 
   const experienceClientId = randomUUID();
@@ -275,6 +278,17 @@ t.test("the other revision's forms: {} and { experienceClientId } make a new pla
   t.not(fourth.success.userId, third.success.userId, "a new player each time");
   t.equal(fourth.success.experienceId, third.success.experienceId, "in the experience the id names");
   t.same(fourth.query.hubCurrentExperience, { id: third.success.experienceId });
+
+  // A player who made a hash chain finds it in the next login's answer (read in that login's experience).
+  const userClientId = randomUUID();
+  const before = await login({ userClientId });
+  t.equal(before.query.hubCurrentUser?.activeHashChain, null, "no chain before the player makes one");
+  const made = await gql(server.url, "mutation { hubCreateHashChain { hashChain { id } } }", {}, as(before.success.sessionKey));
+  t.same(made.body.errors, undefined, "hubCreateHashChain");
+  const chainId = (made.body.data as { hubCreateHashChain: { hashChain: { id: string } } }).hubCreateHashChain.hashChain.id;
+  const again = await login({ userClientId });
+  t.equal(again.success.userId, before.success.userId, "the same player again");
+  t.same(again.query.hubCurrentUser?.activeHashChain, { id: chainId }, "the login answer shows the player's active hash chain");
 
   // The session works afterwards too, and the anonymous request that logged in stays anonymous for the next one.
   const me = await gql(server.url, "{ hubCurrentUser { id } }", {}, as(third.success.sessionKey));

@@ -3,7 +3,7 @@ import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import pg from "pg";
-import t from "tap";
+import t, { type Test } from "tap";
 import { parse } from "graphql";
 import { defaultPlugins, type PluginContext } from "@hubpkg/hub";
 import { makeExtendSchemaPlugin, gql } from "@hubpkg/hub/graphile";
@@ -21,12 +21,28 @@ import {
   getHouseBankroll,
   getPlayerBalance,
   startTestServer,
+  type TestServerOptions,
 } from "@hubpkg/hub/test";
 import { ROOT } from "./helpers/process.js";
 import { tmpDir, writeFiles } from "./helpers/tmp.js";
 // The embedded Postgres's own readers of its pid file and of a process's liveness.
 import { isAlive as alive, readPostmasterPid } from "../dist/src/db/embedded.js";
 import { binariesTag, defaultClusterDir } from "../dist/src/test-kit/cluster.js";
+
+let starts = 0;
+/**
+ * startTestServer, its time printed: the first in this process and each next
+ * (not asserted: speed is measured by bench/test-kit-start.ts, whose figures
+ * docs/testing.md quotes).
+ */
+async function timedStart(t: Test, options?: TestServerOptions, note = "") {
+  const n = ++starts;
+  const started = performance.now();
+  const server = await startTestServer(options);
+  const which = n === 1 ? "first in this process" : "next";
+  t.comment(`startTestServer #${n} (${which}${note}): ${(performance.now() - started).toFixed(0)} ms, not asserted`);
+  return server;
+}
 
 /** Credentials are random UUIDs (version 4). */
 const TOKEN = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -88,7 +104,7 @@ create table app.bonus_claim (
 
 t.test("example: testing a plugin with the test kit", async (t) => {
   const migrations = writeFiles(path.join(tmpDir(t), "migrations"), { "001-bonus.sql": BONUS_MIGRATION });
-  const server = await startTestServer({
+  const server = await timedStart(t, {
     plugins: [...defaultPlugins, DailyBonusPlugin],
     userDatabaseMigrationsPath: migrations,
   });
@@ -113,7 +129,7 @@ t.test("example: testing a plugin with the test kit", async (t) => {
 // ---------------------------------------------------------------------------
 
 t.test("startTestServer", async (t) => {
-  const server = await startTestServer();
+  const server = await timedStart(t);
   t.teardown(() => server.stop());
 
   t.test("returns url, port, dbPool and the playground casino", async (t) => {
@@ -305,9 +321,9 @@ t.test("each server has its own database; user migrations stay in it", async (t)
     "001-app.sql": "create schema app; create table app.thing (id int primary key); grant usage on schema app to app_postgraphile; grant select on app.thing to app_postgraphile;",
   });
   const [a, b, c] = await Promise.all([
-    startTestServer({ userDatabaseMigrationsPath: migrations, extraPgSchemas: ["app"] }),
-    startTestServer(),
-    startTestServer(),
+    timedStart(t, { userDatabaseMigrationsPath: migrations, extraPgSchemas: ["app"] }, ", three at once"),
+    timedStart(t, {}, ", three at once"),
+    timedStart(t, {}, ", three at once"),
   ]);
   t.teardown(() => Promise.all([a.stop(), b.stop(), c.stop()]));
   t.equal(new Set([a.port, b.port, c.port]).size, 3, "three servers");
@@ -322,14 +338,14 @@ t.test("each server has its own database; user migrations stay in it", async (t)
 });
 
 t.test("options reach the server: playground: false removes the playground mutation", async (t) => {
-  const server = await startTestServer({ playground: false, logLevel: "error" });
+  const server = await timedStart(t, { playground: false, logLevel: "error" });
   t.teardown(() => server.stop());
   const data = await server.graphqlClient.request<{ __type: { fields: { name: string }[] } | null }>("{ __type(name: \"Mutation\") { fields { name } } }");
   t.notOk(data.__type?.fields.some((f) => f.name === "hubCreatePlaygroundSession"));
 });
 
 t.test("stop() stops the server and drops its database; twice is fine", async (t) => {
-  const server = await startTestServer();
+  const server = await timedStart(t);
   const db = (await server.dbPool.query("select current_database() as db")).rows[0].db as string;
   const admin = new pg.Client({ connectionString: server.superuserDatabaseUrl.replace(/\/[^/]+$/, "/postgres") });
   await admin.connect();
@@ -347,7 +363,7 @@ t.test("stop() stops the server and drops its database; twice is fine", async (t
 
 t.test("a failing start leaves no database behind", async (t) => {
   const migrations = writeFiles(path.join(tmpDir(t), "migrations"), { "001-bad.sql": "create table broken (" });
-  const probe = await startTestServer();
+  const probe = await timedStart(t);
   const admin = new pg.Client({ connectionString: probe.superuserDatabaseUrl.replace(/\/[^/]+$/, "/postgres") });
   await probe.stop();
   await admin.connect();
@@ -538,7 +554,7 @@ t.test("a process attaching to the shared cluster a finished process left runnin
 
 t.test("the kit can use a Postgres server given by URL", async (t) => {
   // Here: the shared cluster itself, reached by URL as a CI Postgres service would be.
-  const probe = await startTestServer();
+  const probe = await timedStart(t);
   const base = probe.superuserDatabaseUrl.replace(/\/[^/]+$/, "/postgres");
   await probe.stop();
   const server = await startTestServer({
