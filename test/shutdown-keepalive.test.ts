@@ -2,7 +2,7 @@ import "./helpers/env.js";
 import http from "node:http";
 import path from "node:path";
 import pg from "pg";
-import t from "tap";
+import t, { type Test } from "tap";
 import { startTestServer, createPlayer, createExperience, createPlayerBalance, createHouseBankroll, createHashChain } from "@hubpkg/hub/test";
 import { defaultPlugins } from "@hubpkg/hub";
 import { CoinflipBetPlugin, configureReferenceRoutes, referenceMigrationsPath } from "@hubpkg/hub/plugins";
@@ -21,6 +21,38 @@ import { ErrorCodes } from "../dist/src/errors.js";
  */
 const BETS = 150;
 const SHUTDOWN_TIMEOUT_MS = 120_000;
+
+/**
+ * Holds the player's balance lock on a client of `pool`, so every bet waits for it in flight; `unlock`
+ * commits or rolls back and gives the client back (the teardown rolls back if the test did not).
+ */
+async function holdBalanceLock(t: Test, pool: pg.Pool, userId: string): Promise<(how: "commit" | "rollback") => Promise<void>> {
+  const locker = await pool.connect();
+  let locked = true;
+  const unlock = async (how: "commit" | "rollback") => {
+    if (!locked) return;
+    locked = false;
+    await locker.query(how).finally(() => locker.release());
+  };
+  t.teardown(() => unlock("rollback"));
+  await locker.query("begin");
+  await locker.query("select 1 from hub.balance where user_id = $1 for update", [userId]);
+  return unlock;
+}
+
+/**
+ * Until all BETS bets are in flight, that is, received by the server: with a limit of BETS requests in
+ * progress per player, a request that needs no database is refused 429 exactly then.
+ */
+async function untilAllInFlight(url: string, token: string): Promise<void> {
+  const probe = async () =>
+    (await fetch(`${url}/graphql`, { method: "POST", headers: { "content-type": "application/json", authorization: `session:${token}` }, body: '{"query":"{ __typename }"}' })).status;
+  const probing = Date.now();
+  for (let status = await probe(); status !== 429; status = await probe()) {
+    if (Date.now() - probing > 60_000) throw new Error(`the server did not have all ${BETS} bets in progress within 60 s (the probe answered ${status})`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
 
 t.test("stop() with bets in flight on keep-alive connections: answered, connections closed, no wait for the timeout", async (t) => {
   const server = await startTestServer({
@@ -72,28 +104,11 @@ t.test("stop() with bets in flight on keep-alive connections: answered, connecti
       req.end(body);
     });
 
-  // The test holds the player's balance lock: every bet waits for it, in flight, until the server is stopping.
-  const locker = await server.dbPool.connect();
-  let locked = true;
-  // stop() ends dbPool, which waits for this client: it goes back as soon as the lock is released.
-  const unlock = async (how: "commit" | "rollback") => {
-    if (!locked) return;
-    locked = false;
-    await locker.query(how).finally(() => locker.release());
-  };
-  t.teardown(() => unlock("rollback"));
-  await locker.query("begin");
-  await locker.query("select 1 from hub.balance where user_id = $1 for update", [user.id]);
+  // Every bet waits for the lock, in flight, until the server is stopping. stop() ends dbPool, which waits
+  // for the locking client: it goes back as soon as the lock is released.
+  const unlock = await holdBalanceLock(t, server.dbPool, user.id);
   const answers = Array.from({ length: BETS }, bet);
-  // In flight means received by the server: with a limit of BETS requests in progress per player, a request
-  // that needs no database is refused 429 exactly when all BETS bets are in progress.
-  const probe = async () =>
-    (await fetch(`${server.url}/graphql`, { method: "POST", headers: { "content-type": "application/json", authorization: `session:${token}` }, body: '{"query":"{ __typename }"}' })).status;
-  const probing = Date.now();
-  for (let status = await probe(); status !== 429; status = await probe()) {
-    if (Date.now() - probing > 60_000) throw new Error(`the server did not have all ${BETS} bets in progress within 60 s (the probe answered ${status})`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await untilAllInFlight(server.url, token);
   stopAt = Date.now();
   const stopping = server.stop().then(() => (stopped = true));
   await unlock("commit");
@@ -168,26 +183,10 @@ t.test("SIGTERM to a server process with 150 outcome bets in flight on keep-aliv
       req.end(body);
     });
 
-  // The test holds the player's balance lock: every bet waits, in flight, until the signal has been sent.
-  const locker = await pool.connect();
-  let locked = true;
-  const unlock = async (how: "commit" | "rollback") => {
-    if (!locked) return;
-    locked = false;
-    await locker.query(how).finally(() => locker.release());
-  };
-  t.teardown(() => unlock("rollback"));
-  await locker.query("begin");
-  await locker.query("select 1 from hub.balance where user_id = $1 for update", [user.id]);
+  // Every bet waits for the lock, in flight, until the signal has been sent.
+  const unlock = await holdBalanceLock(t, pool, user.id);
   const answers = Array.from({ length: BETS }, bet);
-  // All in flight: with 150 requests in progress allowed per player, one more is refused 429 exactly then.
-  const probe = async () =>
-    (await fetch(`${server.url}/graphql`, { method: "POST", headers: { "content-type": "application/json", authorization: `session:${token}` }, body: '{"query":"{ __typename }"}' })).status;
-  const probing = Date.now();
-  for (let status = await probe(); status !== 429; status = await probe()) {
-    if (Date.now() - probing > 60_000) throw new Error(`the server did not have all ${BETS} bets in progress within 60 s (the probe answered ${status})`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await untilAllInFlight(server.url, token);
 
   signalAt = Date.now();
   server.child.kill("SIGTERM");
