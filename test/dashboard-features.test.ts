@@ -213,7 +213,7 @@ t.test("Transfers: a real deposit, a withdrawal stuck while the casino is down, 
   await waitFor("the retried attempt", 15_000, async () => {
     if ((await job()).attempts > parked) return true;
     const yes = withdrawals.locator("tr.stuck").getByRole("button", { name: "Yes, retry now", exact: true });
-    if (!(await yes.count())) await withdrawals.locator("tr.stuck").getByRole("button", { name: "Retry now", exact: true }).click();
+    if (!(await yes.count())) await withdrawals.locator("tr.stuck").getByRole("button", { name: "Retry now", exact: true }).click({ timeout: 2000 });
     await yes.click({ timeout: 2000 });
     return false;
   });
@@ -236,7 +236,8 @@ t.test("Transfers: a real deposit, a withdrawal stuck while the casino is down, 
     const alert = stuckRow.locator('[role="alert"]');
     if (await alert.count()) shown.push((await alert.first().textContent()) ?? "");
     const yes = stuckRow.getByRole("button", { name: "Yes, refund", exact: true });
-    if (!(await yes.count())) await stuckRow.getByRole("button", { name: "Refund", exact: true }).click();
+    // Short waits: the row stops being stuck once a refund passes, and the loop must come back to see it.
+    if (!(await yes.count())) await stuckRow.getByRole("button", { name: "Refund", exact: true }).click({ timeout: 2000 });
     await yes.click({ timeout: 2000 });
     return false;
   });

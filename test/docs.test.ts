@@ -16,7 +16,7 @@ import net from "node:net";
 import path from "node:path";
 import t, { type Test } from "tap";
 import { buildClientSchema, getIntrospectionQuery, Kind, parse, validate, type IntrospectionQuery } from "@hubpkg/hub/graphql";
-import { ROOT, startServerProcess, type ServerProcess } from "./helpers/process.js";
+import { ROOT, nodeTestSummary, startServerProcess, type ServerProcess } from "./helpers/process.js";
 import { tmpDir } from "./helpers/tmp.js";
 
 /** Pages written in other branches at the same time: a link to one is checked once the page exists. */
@@ -218,7 +218,7 @@ t.test("the test files of the pages pass, run as their project runs them", async
       ),
     );
     t.equal(run.code, 0, `${from.page}:${from.line}: ${rest.join("/")} passes`, { output: run.output.slice(-4000) });
-    t.match(run.output, /# pass [1-9]/, `${from.page}:${from.line}: it ran its tests`);
+    t.match(run.output, nodeTestSummary("pass", "[1-9]"), `${from.page}:${from.line}: it ran its tests`);
   }
 });
 

@@ -78,3 +78,11 @@ export function childrenOf(ppid: number): number[] {
   }
   return found;
 }
+
+/**
+ * A line of `node --test`'s summary: "# pass 2" from the TAP reporter, "ℹ pass 2" from the spec reporter,
+ * which is the default without a terminal from Node 23 on. `count` is a regular expression ("[1-9]").
+ */
+export function nodeTestSummary(what: "pass" | "fail", count: string): RegExp {
+  return new RegExp(`^\\s*(?:#|ℹ) ${what} ${count}\\b`, "m");
+}
