@@ -21,11 +21,11 @@ async function sharedDatabase(t: { teardown(fn: () => unknown): void }) {
   return { databaseUrl: db.DATABASE_URL, superuserDatabaseUrl: db.SUPERUSER_DATABASE_URL };
 }
 
-async function query<T extends pg.QueryResultRow>(url: string, sql: string): Promise<T[]> {
+async function query<T extends pg.QueryResultRow>(url: string, sql: string, values: unknown[] = []): Promise<T[]> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    return (await client.query<T>(sql)).rows;
+    return (await client.query<T>(sql, values)).rows;
   } finally {
     await client.end();
   }
@@ -112,36 +112,25 @@ t.test("an edit declaring the text it replaces (hub:replaces-checksum) is accept
   });
 });
 
-t.test("the reference 002-coinflip.sql, reworded since, starts a database that applied its first text", async (t) => {
-  const dataDir = tmpDir(t);
-  const db = await sharedDatabase(t);
-  const first = await startAndListen({ ...base, ...db, userDatabaseMigrationsPath: referenceMigrationsPath });
-  // As a database migrated before the rewording recorded it.
-  const original = "428d44d54766e96ff35811419709a0a20c1d820822b00f790155d6b1cad2d876";
-  await query(first.superuserDatabaseUrl, `update hub_secret.migration set checksum = '${original}' where kind = 'user' and name = '002-coinflip.sql'`);
-  await first.stop();
-  const second = await startAndListen({ ...base, ...db, userDatabaseMigrationsPath: referenceMigrationsPath });
-  t.teardown(() => second.stop());
-  const now = createHash("sha256").update(fs.readFileSync(path.join(referenceMigrationsPath, "002-coinflip.sql"))).digest("hex");
-  const rows = await query<{ checksum: string }>(second.superuserDatabaseUrl, "select checksum from hub_secret.migration where kind = 'user' and name = '002-coinflip.sql'");
-  t.same(rows, [{ checksum: now }], "started, and recorded the reworded text");
-  t.not(now, original);
-});
-
-t.test("the reference 006-whole-amounts.sql, which names offending rows since, starts a database that applied its first text", async (t) => {
-  const db = await sharedDatabase(t);
-  const first = await startAndListen({ ...base, ...db, userDatabaseMigrationsPath: referenceMigrationsPath });
-  // As a database migrated before the check naming the rows was added recorded it.
-  const original = "11d87a7b89c90e0da8b04f8cf63129730a9192886994ca61699e9baab792752e";
-  await query(first.superuserDatabaseUrl, `update hub_secret.migration set checksum = '${original}' where kind = 'user' and name = '006-whole-amounts.sql'`);
-  await first.stop();
-  const second = await startAndListen({ ...base, ...db, userDatabaseMigrationsPath: referenceMigrationsPath });
-  t.teardown(() => second.stop());
-  const now = createHash("sha256").update(fs.readFileSync(path.join(referenceMigrationsPath, "006-whole-amounts.sql"))).digest("hex");
-  const rows = await query<{ checksum: string }>(second.superuserDatabaseUrl, "select checksum from hub_secret.migration where kind = 'user' and name = '006-whole-amounts.sql'");
-  t.same(rows, [{ checksum: now }], "started, and recorded the current text");
-  t.not(now, original);
-});
+// Reference migrations changed after release, each declaring the text it replaces (hub:replaces-checksum).
+for (const { file, original, change } of [
+  { file: "002-coinflip.sql", original: "428d44d54766e96ff35811419709a0a20c1d820822b00f790155d6b1cad2d876", change: "reworded since" },
+  { file: "006-whole-amounts.sql", original: "11d87a7b89c90e0da8b04f8cf63129730a9192886994ca61699e9baab792752e", change: "which names offending rows since" },
+]) {
+  t.test(`the reference ${file}, ${change}, starts a database that applied its first text`, async (t) => {
+    const db = await sharedDatabase(t);
+    const first = await startAndListen({ ...base, ...db, userDatabaseMigrationsPath: referenceMigrationsPath });
+    // As a database migrated before the change recorded it.
+    await query(first.superuserDatabaseUrl, "update hub_secret.migration set checksum = $1 where kind = 'user' and name = $2", [original, file]);
+    await first.stop();
+    const second = await startAndListen({ ...base, ...db, userDatabaseMigrationsPath: referenceMigrationsPath });
+    t.teardown(() => second.stop());
+    const now = createHash("sha256").update(fs.readFileSync(path.join(referenceMigrationsPath, file))).digest("hex");
+    const rows = await query<{ checksum: string }>(second.superuserDatabaseUrl, "select checksum from hub_secret.migration where kind = 'user' and name = $1", [file]);
+    t.same(rows, [{ checksum: now }], "started, and recorded the current text");
+    t.not(now, original);
+  });
+}
 
 t.test("a failing migration stops start-up, names the file and leaves nothing behind", async (t) => {
   const dataDir = tmpDir(t);

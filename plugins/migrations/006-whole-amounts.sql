@@ -15,8 +15,8 @@ begin
       ('app.coinflip_bet', 'wager', 1), ('app.coinflip_bet', 'net', -9007199254740991), ('app.coinflip_bet', 'balance_after', 0),
       ('app.tower_game', 'wager', 1), ('app.tower_game', 'net', -9007199254740991), ('app.tower_game', 'payout', 0)) r(tbl, col, lo) loop
     execute format(
-      'select string_agg(format(%L, id, hub_hidden.ledger_amount_text(%I)), E''\n'') from (select id, %I from %s where not (%I >= %s and %I <= 9007199254740991 and %I = trunc(%I)) order by id limit 20) x',
-      rule.tbl || ' %s: ' || rule.col || ' = %s', rule.col, rule.col, rule.tbl, rule.col, rule.lo, rule.col, rule.col, rule.col) into found;
+      'select string_agg(format(%L, id, hub_hidden.ledger_amount_text(%I)), E''\n'') from (select id, %I from %s where not hub_hidden.is_whole_amount(%I, %s) order by id limit 20) x',
+      rule.tbl || ' %s: ' || rule.col || ' = %s', rule.col, rule.col, rule.tbl, rule.col, rule.lo) into found;
     if found is not null then bad := bad || found || E'\n'; end if;
   end loop;
   if bad <> '' then
