@@ -1,15 +1,16 @@
 /**
- * `npm test`'s runs of tap: every file, three at a time (.taprc: jobs 3 on the
- * 2-core machines the suite must fit, since files spend part of their time
- * waiting on servers and timers), then the burst test alone
- * (it compares another player's latency with the time a flood takes, so it
- * must not share the machine with other files). Both always run, so a failure
- * in the first does not hide the second's result; the exit status is non-zero
- * when either failed, and the end of the output names which. After the first
- * run the slowest files are listed with tap's own per-file times, to see where
- * the suite's time goes.
+ * `npm test`'s runs of tap: every file, several at a time (.taprc: jobs, on
+ * the 2-core machines the suite must fit, since files spend part of their time
+ * waiting on servers and timers), with the type check of the tests alongside
+ * (its output held back until it ends, so it does not cut into tap's), then
+ * the burst test alone (it compares another player's latency with the time a
+ * flood takes, so it must not share the machine with other files). All
+ * always run, so a failure in one does not hide another's result; the exit
+ * status is non-zero when any failed, and the end of the output names which.
+ * After the first run the slowest files are listed with tap's own per-file
+ * times, to see where the suite's time goes.
  */
-import { spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 
@@ -37,15 +38,45 @@ const runs = [
   { name: "test/burst.test.ts (alone)", args: ["--jobs=1", "test/burst.test.ts"], listSlowest: false },
 ];
 const failed = [];
+
+/** `npm run typecheck` in the background: resolves to its exit status and output. */
+function startTypecheck() {
+  return new Promise((resolve) => {
+    const child = spawn("npm", ["run", "--silent", "typecheck"], { stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    child.stdout.on("data", (chunk) => (output += chunk));
+    child.stderr.on("data", (chunk) => (output += chunk));
+    child.on("error", (error) => resolve({ status: null, output: `${output}${error.message}\n` }));
+    child.on("close", (status, signal) => resolve({ status: status ?? signal, output }));
+  });
+}
+
+const typecheck = startTypecheck();
+let typecheckReported = false;
+async function reportTypecheck() {
+  if (typecheckReported) return;
+  typecheckReported = true;
+  const { status, output } = await typecheck;
+  process.stdout.write(`\nnpm run typecheck: ${status === 0 ? "passed" : `exit status ${status}`}\n${output}`);
+  if (status !== 0) failed.push(`npm run typecheck: exit status ${status}`);
+}
+
 for (const run of runs) {
   const started = Date.now();
-  const result = spawnSync("npx", ["tap", ...run.args], { stdio: "inherit" });
+  // Not spawnSync: the type check's output must keep flowing meanwhile.
+  const result = await new Promise((resolve) => {
+    const child = spawn("npx", ["tap", ...run.args], { stdio: "inherit" });
+    child.on("error", (error) => resolve({ status: null, error }));
+    child.on("close", (status, signal) => resolve({ status, signal }));
+  });
   if (result.status !== 0) failed.push(`${run.name}: ${result.error ? result.error.message : `exit status ${result.status ?? result.signal}`}`);
   const slowest = run.listSlowest ? slowestFiles(10, started) : [];
   process.stdout.write(`\n${run.name}: ${((Date.now() - started) / 1000).toFixed(0)} s${slowest.length > 1 ? `; slowest files: ${slowest.map((f) => `${f.file} ${(f.ms / 1000).toFixed(1)} s`).join(", ")}` : ""}\n`);
+  // Before the burst test, which must have the machine to itself.
+  await reportTypecheck();
 }
 if (failed.length > 0) {
   process.stderr.write(`\nnpm test failed:\n${failed.map((f) => `  - ${f}`).join("\n")}\n`);
   process.exit(1);
 }
-process.stdout.write(`\nnpm test: all ${runs.length} tap runs passed\n`);
+process.stdout.write(`\nnpm test: all ${runs.length} tap runs and the type check passed\n`);
