@@ -389,6 +389,24 @@ t.test("mods mute and unmute in their experience; the player's subscription hear
   t.same(codes(await gql(a.url, MUTE, { i: { userId: alice!.userId } }, bobHeader)), ["FORBIDDEN"], "bob mutes no more");
 });
 
+t.test("a mod added while another request removes it: every add answers the row it wrote, never a null chatMod", async (t) => {
+  const { erin } = players as Record<string, Who>;
+  const ADD = "mutation($i: HubChatAddModInput!) { hubChatAddMod(input: $i) { chatMod { id userId experienceId hubUserByUserId { uname } } } }";
+  const REMOVE = "mutation($i: HubChatRemoveModInput!) { hubChatRemoveMod(input: $i) { _ } }";
+  const input = { i: { experienceId: roomA, userId: erin!.userId } };
+  const operator = { authorization: `apikey:${op.key}` };
+  const adds: Awaited<ReturnType<typeof gql>>[] = [];
+  // Each add's payload used to be read again after its commit: a removal in between left it null.
+  for (let round = 0; round < 50; round++) {
+    const answers = await Promise.all([0, 1, 2, 3].map((k) => gql(k % 2 ? b.url : a.url, k % 2 ? REMOVE : ADD, input, operator)));
+    adds.push(answers[0]!, answers[2]!);
+    t.same(answers.flatMap((r) => r.body.errors ?? []), [], `round ${round + 1}: no errors`);
+  }
+  const wrong = adds.filter((r) => (r.body.data as any)?.hubChatAddMod?.chatMod?.userId !== erin!.userId);
+  t.same(wrong.map((r) => r.body), [], `all ${adds.length} adds answered erin's mod row, her user included`);
+  await gql(a.url, REMOVE, input, operator);
+});
+
 t.test("operators post system messages and hide messages; players stop reading hidden ones", async (t) => {
   const { alice, erin } = players as Record<string, Who>;
   const aliceOnA = await subscribe(alice!, "A");

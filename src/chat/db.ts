@@ -210,16 +210,31 @@ export async function dbIsChatMod(pool: pg.Pool, player: ChatPlayer): Promise<bo
   return rows.length > 0;
 }
 
+/** A hub.chat_mod row, as its columns are named. */
+export interface ChatModRow {
+  id: string;
+  casino_id: string;
+  experience_id: string;
+  user_id: string;
+}
+
 /** Make a player of the experience's casino a mod of it (again: the same row). */
-export async function dbAddMod(pool: pg.Pool, experienceId: string, userId: string): Promise<string> {
+export async function dbAddMod(pool: pg.Pool, experienceId: string, userId: string): Promise<ChatModRow> {
   const field = "hubChatAddMod";
   return withPgPoolTransaction(pool, async (c) => {
     const casinoId = await experienceCasino(c, experienceId, field);
     if ((await targetCasino(c, userId, field)) !== casinoId) {
       throw clientError(ErrorCode.CHAT_NOT_FOUND, `${field}: player ${userId} is not a player of the casino of experience ${experienceId}.`);
     }
-    await c.query("insert into hub.chat_mod (casino_id, experience_id, user_id) values ($1, $2, $3) on conflict (experience_id, user_id) do nothing", [casinoId, experienceId, userId]);
-    return (await c.query<{ id: string }>("select id from hub.chat_mod where experience_id = $1 and user_id = $2", [experienceId, userId])).rows[0]!.id;
+    // One statement that answers the row whether it is new or was there (a read after "do nothing"
+    // finds nothing when a removal commits in between).
+    const { rows } = await c.query<ChatModRow>(
+      `insert into hub.chat_mod (casino_id, experience_id, user_id) values ($1, $2, $3)
+       on conflict (experience_id, user_id) do update set user_id = excluded.user_id
+       returning id, casino_id, experience_id, user_id`,
+      [casinoId, experienceId, userId],
+    );
+    return rows[0]!;
   });
 }
 

@@ -4,7 +4,7 @@
  * their lookups and relations) come from the schema, under row-level security.
  */
 import { access, context, lambda, listen, sideEffect } from "grafast";
-import { sqlValueWithCodec, TYPES } from "@dataplan/pg";
+import { pgSelectSingleFromRecord, sqlValueWithCodec, TYPES } from "@dataplan/pg";
 import { extendSchema, gql } from "graphile-utils";
 import type pg from "pg";
 import type { Identity } from "../auth/identity.js";
@@ -225,7 +225,7 @@ export const HubChatPlugin = extendSchema((build) => {
           }),
           hubChatAddMod: effect(async (input, identity, pool) => {
             requireOperator(identity, "hubChatAddMod");
-            return { chatModId: await dbAddMod(pool, String(input.experienceId), String(input.userId)) };
+            return { chatMod: await dbAddMod(pool, String(input.experienceId), String(input.userId)) };
           }),
           hubChatRemoveMod: effect(async (input, identity, pool) => {
             requireOperator(identity, "hubChatRemoveMod");
@@ -262,7 +262,9 @@ export const HubChatPlugin = extendSchema((build) => {
       HubChatSubscriptionNewMessage: { plans: { chatMessage: message } },
       HubChatMuteUserPayload: { plans: { chatMute: ($r: any) => muteResource.get({ id: access($r, "chatMuteId") }) } },
       HubChatUnmuteUserPayload: { plans: { chatMute: ($r: any) => muteResource.get({ id: access($r, "chatMuteId") }) } },
-      HubChatAddModPayload: { plans: { chatMod: ($r: any) => modResource.get({ id: access($r, "chatModId") }) } },
+      // The row as the mutation wrote it, not read again: a removal committed in between would make this
+      // non-null field null.
+      HubChatAddModPayload: { plans: { chatMod: ($r: any) => pgSelectSingleFromRecord(modResource, access($r, "chatMod")) } },
     },
     inputObjects: {
       HubChatMessageCondition: {
