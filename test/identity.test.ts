@@ -132,6 +132,27 @@ t.test("a valid session resolves to a user identity", async (t) => {
   t.equal(await resolver.resolve(`apikey:${token}`), undefined, "a session token is not an API key");
 });
 
+t.test("200 distinct credentials at once: each resolves to its own identity, read in a few queries, not one each", async (t) => {
+  const { pool, count } = countingPool();
+  const resolver = createIdentityResolver(pool, { cacheTtlMs: 60_000 });
+  const sessions = await Promise.all(Array.from({ length: 150 }, () => newSession()));
+  const keys = await Promise.all(Array.from({ length: 50 }, () => createApiKey(admin)));
+  const unknown = Array.from({ length: 20 }, () => newToken());
+  const [users, operators, nobody] = await Promise.all([
+    Promise.all(sessions.map((s) => resolver.resolve(`session:${s.token}`))),
+    Promise.all(keys.map((k) => resolver.resolve(`apikey:${k.key}`))),
+    Promise.all(unknown.map((token) => resolver.resolve(`session:${token}`))),
+  ]);
+  t.same(users.map((i) => (i?.kind === "user" ? i.sessionId : i)), sessions.map((s) => s.sessionId), "each session token: its own session");
+  t.same(operators.map((i) => (i?.kind === "operator" ? i.apiKeyId : i)), keys.map((k) => k.id), "each API key: its own key");
+  t.same(nobody, unknown.map(() => undefined), "each unknown token: no identity");
+  // Two go alone at once; the rest wait for them and leave in one query per kind (one before: 220).
+  t.ok(count() <= 5, `${count()} queries for 220 credentials`);
+  const before = count();
+  await Promise.all(sessions.map((s) => resolver.resolve(`session:${s.token}`)));
+  t.equal(count(), before, "and then all are cached");
+});
+
 t.test("a session created from a playground client id resolves with it, unsealed by the request's key only", async (t) => {
   const { pool, count } = countingPool();
   const resolver = createIdentityResolver(pool, { cacheTtlMs: 60_000 });

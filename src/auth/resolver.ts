@@ -5,6 +5,7 @@ import type { DbUser } from "../db/types.js";
 import { describeValue, HubError } from "../errors.js";
 import { credentialIdOf, expiresAtOf, sameCredential, type Identity, type UserIdentity } from "./identity.js";
 import * as parse from "../parse.js";
+import { createLookupBatches } from "./lookup-batches.js";
 
 /**
  * Authorization header → identity (`session:` or `apikey:`), for the auth hook.
@@ -31,7 +32,9 @@ import * as parse from "../parse.js";
  *    credential per TTL. Negative answers live in their own cache, so such a
  *    flood evicts only other negative answers, never valid identities; each
  *    cache holds at most maxEntries (least recently used evicted first).
- * Concurrent lookups of one uncached credential share a single query.
+ * Concurrent lookups of one uncached credential share a single query, and
+ * while lookups are in flight the next distinct credentials wait and are read
+ * together in one query (src/auth/lookup-batches.ts).
  *
  * `pool` should be the superuser pool: the lookups read token digests, which
  * app_postgraphile cannot see. The resolver only ever calls `pool.query`.
@@ -78,15 +81,21 @@ type Entry = { found: Found | undefined };
 const VALID_SESSION = "s.revoked_at is null and s.expired_at > now()";
 const VALID_API_KEY = "k.revoked_at is null";
 
+// Each looks up many digests at once (src/auth/lookup-batches.ts), answering each row's digest.
 const SESSION_SQL = `
-select s.id, s.user_id, s.casino_id, s.experience_id, s.expired_at, s.user_client_id_sealed,
+select s.token_digest as digest, s.id, s.user_id, s.casino_id, s.experience_id, s.expired_at, s.user_client_id_sealed,
        u.id as u_id, u.casino_id as u_casino_id, u.uname as u_uname, u.created_at as u_created_at,
        case when s.user_client_id_sealed is not null then u.client_id_digest end as u_client_id_digest
   from hub.session s
   join hub.user u on u.id = s.user_id
- where s.token_digest = $1 and ${VALID_SESSION}`;
+ where s.token_digest = any($1::bytea[]) and ${VALID_SESSION}`;
 
-const API_KEY_SQL = `select k.id from hub.api_key k where k.key_digest = $1 and ${VALID_API_KEY}`;
+const API_KEY_SQL = `select k.key_digest as digest, k.id from hub.api_key k where k.key_digest = any($1::bytea[]) and ${VALID_API_KEY}`;
+
+/** Lookup queries in flight at once: the credentials pool has 3 connections, and stamps API key usage too. */
+const LOOKUP_CONCURRENCY = 2;
+/** The most credentials one lookup query reads. */
+const LOOKUP_BATCH = 256;
 
 const STILL_VALID_SQL = `
 select s.id from hub.session s where s.id = any($1::uuid[]) and ${VALID_SESSION}
@@ -94,6 +103,7 @@ union all
 select k.id from hub.api_key k where k.id = any($2::uuid[]) and ${VALID_API_KEY}`;
 
 interface SessionRow {
+  digest: Buffer;
   id: string;
   user_id: string;
   casino_id: string;
@@ -132,23 +142,29 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
   // with what may be a revoked credential.
   let generation = 0;
 
-  async function lookup(kind: parse.CredentialKind, key: Buffer): Promise<Found | undefined> {
+  async function lookupMany(kind: string, keys: Buffer[]): Promise<Map<string, Found>> {
+    const found = new Map<string, Found>();
     if (kind === "apikey") {
-      const { rows } = await pool.query<{ id: string }>(API_KEY_SQL, [key]);
-      const row = rows[0];
-      return row ? { kind: "operator", apiKeyId: row.id } : undefined;
+      const { rows } = await pool.query<{ digest: Buffer; id: string }>(API_KEY_SQL, [keys]);
+      for (const row of rows) found.set(row.digest.toString("hex"), { kind: "operator", apiKeyId: row.id });
+      return found;
     }
-    const { rows } = await pool.query<SessionRow>(SESSION_SQL, [key]);
-    const row = rows[0];
-    if (!row) return undefined;
-    return {
-      kind: "user",
-      user: { id: row.u_id, casino_id: row.u_casino_id, uname: row.u_uname, created_at: row.u_created_at },
-      session: { id: row.id, user_id: row.user_id, casino_id: row.casino_id, experience_id: row.experience_id, expired_at: row.expired_at },
-      clientIdSealed: row.user_client_id_sealed,
-      clientIdDigest: row.u_client_id_digest,
-    };
+    const { rows } = await pool.query<SessionRow>(SESSION_SQL, [keys]);
+    for (const row of rows) {
+      found.set(row.digest.toString("hex"), {
+        kind: "user",
+        user: { id: row.u_id, casino_id: row.u_casino_id, uname: row.u_uname, created_at: row.u_created_at },
+        session: { id: row.id, user_id: row.user_id, casino_id: row.casino_id, experience_id: row.experience_id, expired_at: row.expired_at },
+        clientIdSealed: row.user_client_id_sealed,
+        clientIdDigest: row.u_client_id_digest,
+      });
+    }
+    return found;
   }
+  const lookup: (kind: parse.CredentialKind, key: Buffer) => Promise<Found | undefined> = createLookupBatches(lookupMany, {
+    concurrency: LOOKUP_CONCURRENCY,
+    maxBatch: LOOKUP_BATCH,
+  });
 
   function remember(cacheKey: string, found: Found | undefined): void {
     (found ? valid : invalid)?.set(cacheKey, { found });
