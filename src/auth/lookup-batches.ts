@@ -5,7 +5,9 @@
  * next ones wait and leave together, so a crowd of distinct credentials (a
  * hundred players arriving at once on a loaded machine) costs a few queries
  * instead of one each, and none waits out the pool's connection timeout behind
- * the others.
+ * the others. A lookup still waiting after maxWaitMs (the queries in flight
+ * are stuck, say behind a lock) is refused with tooLong(), as the pool refuses
+ * a connection it could not give in time.
  */
 
 /** Looks up many keys of one kind in one query: found values by the key's hex. */
@@ -16,6 +18,7 @@ interface Waiter<T> {
   key: Buffer;
   resolve: (value: T | undefined) => void;
   reject: (error: unknown) => void;
+  timer?: NodeJS.Timeout;
 }
 
 export interface LookupBatchOptions {
@@ -23,6 +26,10 @@ export interface LookupBatchOptions {
   concurrency: number;
   /** The most keys one query looks up. */
   maxBatch: number;
+  /** How long a lookup may wait for a query to carry it. */
+  maxWaitMs: number;
+  /** The error of a lookup that waited maxWaitMs. */
+  tooLong: () => Error;
 }
 
 export function createLookupBatches<T>(lookupMany: LookupMany<T>, options: LookupBatchOptions): (kind: string, key: Buffer) => Promise<T | undefined> {
@@ -37,6 +44,7 @@ export function createLookupBatches<T>(lookupMany: LookupMany<T>, options: Looku
       const rest: Waiter<T>[] = [];
       for (const w of waiting) (w.kind === kind && batch.length < options.maxBatch ? batch : rest).push(w);
       waiting = rest;
+      for (const w of batch) clearTimeout(w.timer);
       running++;
       lookupMany(kind, batch.map((w) => w.key))
         .then(
@@ -56,7 +64,13 @@ export function createLookupBatches<T>(lookupMany: LookupMany<T>, options: Looku
 
   return (kind, key) =>
     new Promise<T | undefined>((resolve, reject) => {
-      waiting.push({ kind, key, resolve, reject });
+      const waiter: Waiter<T> = { kind, key, resolve, reject };
+      waiting.push(waiter);
       start();
+      if (!waiting.includes(waiter)) return;
+      waiter.timer = setTimeout(() => {
+        waiting = waiting.filter((w) => w !== waiter);
+        reject(options.tooLong());
+      }, options.maxWaitMs);
     });
 }

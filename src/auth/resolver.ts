@@ -6,6 +6,7 @@ import { describeValue, HubError } from "../errors.js";
 import { credentialIdOf, expiresAtOf, sameCredential, type Identity, type UserIdentity } from "./identity.js";
 import * as parse from "../parse.js";
 import { createLookupBatches } from "./lookup-batches.js";
+import { PoolSaturatedError } from "../db/error-class.js";
 
 /**
  * Authorization header → identity (`session:` or `apikey:`), for the auth hook.
@@ -161,9 +162,13 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
     }
     return found;
   }
+  // A lookup waits for a query no longer than a query waits for a connection of the pool.
+  const maxWaitMs = (pool as { options?: { connectionTimeoutMillis?: number } }).options?.connectionTimeoutMillis || 10_000;
   const lookup: (kind: parse.CredentialKind, key: Buffer) => Promise<Found | undefined> = createLookupBatches(lookupMany, {
     concurrency: LOOKUP_CONCURRENCY,
     maxBatch: LOOKUP_BATCH,
+    maxWaitMs,
+    tooLong: () => new PoolSaturatedError("credentials", maxWaitMs, undefined),
   });
 
   function remember(cacheKey: string, found: Found | undefined): void {
