@@ -408,6 +408,23 @@ t.test("dbSettleBet on a slot: a transaction that dies writes nothing; a committ
   t.same(await pendingOf(CURRENCY), { n: 0, sum: 0 }, "the sweep folded the pending bet (waited up to 30 s)");
   const { rows: [again] } = await hub.dbPool.query<{ n: number }>("select hub_hidden.fold_bankroll(id) as n from hub.bankroll where casino_id = $1 and currency_key = $2", [casinoId, CURRENCY]);
   t.equal(again!.n, 0, "folding again folds nothing");
+  // The hub's own folds commit without waiting for their flush: only as a statement of their own, never
+  // inside a transaction whose money would then commit that way too.
+  const inside = await hub.dbPool.connect();
+  try {
+    await inside.query("begin");
+    await inside.query("select pg_current_xact_id()"); // as a write would: the transaction has an id
+    await t.rejects(
+      inside.query("select hub_hidden.fold_bankroll_alone(id) from hub.bankroll where casino_id = $1 and currency_key = $2", [casinoId, CURRENCY]),
+      /fold_bankroll_alone: must be its own transaction/,
+      "fold_bankroll_alone refuses to run inside a transaction",
+    );
+  } finally {
+    await inside.query("rollback");
+    inside.release();
+  }
+  const { rows: [alone] } = await hub.dbPool.query<{ n: number }>("select hub_hidden.fold_bankroll_alone(id) as n from hub.bankroll where casino_id = $1 and currency_key = $2", [casinoId, CURRENCY]);
+  t.equal(alone!.n, 0, "and folds as a statement of its own");
   const bankroll = await bankrollOf(CURRENCY);
   t.equal(bankroll.amount, OPENING + 100, "the bankroll took the wager once");
   const { rows: houseRows } = await hub.dbPool.query<{ n: number }>("select count(*)::int as n from hub.ledger where bet_id = $1 and account = 'house'", [first.betId]);
