@@ -35,7 +35,7 @@ interface Ids {
   experienceId: string;
 }
 
-// Two servers, some 2 400 requests each: on a loaded machine this can take longer than the default.
+// Two servers, some 7,000 requests to the first: on a loaded machine this can take longer than the default.
 t.setTimeout(480_000);
 
 /** The demo server (node dist/server.js), with its log at info, on a database of the test kit's cluster (no initdb). */
@@ -203,6 +203,15 @@ async function runAll<T>(items: T[], concurrency: number, fn: (item: T) => Promi
   );
 }
 
+/**
+ * The two demos differ only in makeCoinflip: the second is sent only the cases
+ * whose request (query text and case, ids aside) the first was not, so every
+ * field it has of its own, or of another shape, is driven, and the hub's own
+ * fields are not driven twice through the same code.
+ */
+const sentToFirstDemo = new Set<string>();
+const caseKey = (c: { label: string; query: string }) => `${c.label}\n${c.query}`.replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, "<id>");
+
 const demos: [string, Record<string, string>][] = [
   ["the demo (plan-style makeCoinflip)", {}],
   ["the demo with the resolver-style makeCoinflip", { HUB_CONFIG: path.join(ROOT, "test/fixtures/config-demo-resolver-coinflip.mjs") }],
@@ -239,8 +248,16 @@ for (const [demo, env] of demos) t.test(`${demo}: every root field, fed NUL byte
   const fields = new Set(cases.map((c) => c.field));
   t.ok(fields.size >= 40, `${fields.size} root fields found`);
   for (const name of ["hubCasinoByName", "allHubUsers", "hubCreatePlaygroundSession", "makeCoinflip", "makeCoinflipBet", "hubAddCasino"]) {
-    t.ok(fields.has(name), `${name} is driven`);
+    t.ok(fields.has(name), `${name} is found`);
   }
+  const first = sentToFirstDemo.size === 0;
+  const own = first ? cases : cases.filter((c) => !sentToFirstDemo.has(caseKey(c)));
+  if (first) for (const c of cases) sentToFirstDemo.add(caseKey(c));
+  else {
+    t.comment(`${cases.length - own.length} cases the first demo was sent already are left out`);
+    t.ok(own.some((c) => c.field === "makeCoinflip"), "makeCoinflip, of another shape here, is driven");
+  }
+  cases.splice(0, cases.length, ...own);
 
   const logBefore = server.output().length;
   const failures: string[] = [];
@@ -285,7 +302,7 @@ for (const [demo, env] of demos) t.test(`${demo}: every root field, fed NUL byte
     if (level !== undefined && level >= 40) loud.push(line.slice(0, 400));
   }
 
-  t.comment(`${sent} requests (${cases.length} cases × ${callers.length} callers) over ${fields.size} root fields`);
+  t.comment(`${sent} requests (${cases.length} cases × ${callers.length} callers) over ${new Set(cases.map((c) => c.field)).size} root fields`);
   t.comment(`${failures.length} answered as a server fault, in ${failedFields.size} fields: ${[...failedFields].sort().map(([f, n]) => `${f} ${n}`).join(", ")}`);
   t.comment(`${withoutCode} answers had an error without extensions.code`);
   t.comment(`${loud.length} log lines at warn or above`);
