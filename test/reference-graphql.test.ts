@@ -1,82 +1,28 @@
 import "./helpers/env.js";
 import t from "tap";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { startAndListen, defaultPlugins, type RunningServer, type ServerOptions } from "@hubpkg/hub";
-import { startTestServer, type TestServer } from "@hubpkg/hub/test";
+import type { RunningServer } from "@hubpkg/hub";
+import type { TestServer } from "@hubpkg/hub/test";
 import { dbLockHouseBankroll, dbLockPlayerBalance, dbLockPlayerBalanceAndHouseBankroll, withPgPoolTransaction } from "@hubpkg/hub/db";
-// The reference plugins, compiled, exactly as a user's server would load them.
+// The reference plugins, compiled, exactly as a user's server would load them (started by ./helpers/reference-hubs.ts).
 import { FortunePlugin, MAX_FORTUNE_LENGTH } from "../dist/plugins/fortune.js";
 import { CoinflipResolverPlugin } from "../dist/plugins/coinflip-resolver.js";
 import { CoinflipPlanPlugin } from "../dist/plugins/coinflip-plan.js";
 import { CoinflipBetPlugin } from "../dist/plugins/coinflip-bet.js";
 import { gql } from "./helpers/http.js";
-import { makeOperator, makePlayer, type Player } from "./helpers/credentials.js";
-import { tmpDir } from "./helpers/tmp.js";
+import { makeOperator, type Player } from "./helpers/credentials.js";
+import { bettingTable as sharedBettingTable, pooled, referencePlayer, useReferenceHubs } from "./helpers/reference-hubs.js";
 
-const MIGRATIONS = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../plugins/migrations");
-
-/*
- * Two servers on one database: makeCoinflip exists in a resolver and a plan
- * variant with the same field name, so they cannot share a schema. The second
- * server attaches to the Postgres the first one started (same dataDir).
- *   resolverHub: FortunePlugin, CoinflipResolverPlugin, CoinflipBetPlugin
- *   planHub:     CoinflipPlanPlugin
- */
+const hubs = useReferenceHubs(t);
 let resolverHub: TestServer;
 let planHub: RunningServer;
 let db: pg.Pool;
-
-t.before(async () => {
-  const common: ServerOptions = {
-    port: 0,
-    logLevel: (process.env.TEST_LOG_LEVEL as "silent" | undefined) ?? "silent",
-    handleSignals: false,
-    extraPgSchemas: ["app"],
-    userDatabaseMigrationsPath: MIGRATIONS,
-    // The concurrency tests batch up to 100 mutations per request as aliases.
-    maxQueryAliases: 200,
-  };
-  // The test kit, as a plugin author uses it; the plan variant is a second hub on the same database.
-  resolverHub = await startTestServer({ ...common, plugins: [...defaultPlugins, FortunePlugin, CoinflipResolverPlugin, CoinflipBetPlugin] });
-  planHub = await startAndListen({
-    ...common,
-    databaseUrl: resolverHub.databaseUrl,
-    superuserDatabaseUrl: resolverHub.superuserDatabaseUrl,
-    plugins: [...defaultPlugins, CoinflipPlanPlugin],
-  });
-  db = new pg.Pool({ connectionString: resolverHub.superuserDatabaseUrl, max: 4 });
-});
-t.teardown(async () => {
-  await db?.end();
-  // The test kit's server drops its database: stop it last.
-  await planHub?.stop();
-  await resolverHub?.stop();
-});
+t.before(() => ({ resolverHub, planHub, db } = hubs));
 
 // ---------------------------------------------------------------------------
 // helpers
 
-let unique = 0;
-const uname = (prefix: string) => `${prefix}-${process.pid}-${++unique}`;
-
-const player = (prefix: string, opts: { casinoName?: string } = {}) => makePlayer(resolverHub.superuserDatabaseUrl, uname(prefix), opts);
-
-/** Run `count` async jobs with at most `width` in flight. */
-async function pooled<T>(count: number, width: number, job: (i: number) => Promise<T>): Promise<T[]> {
-  const results: T[] = new Array(count);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(width, count) }, async () => {
-      while (next < count) {
-        const i = next++;
-        results[i] = await job(i);
-      }
-    }),
-  );
-  return results;
-}
+const player = (prefix: string, opts: { casinoName?: string } = {}) => referencePlayer(hubs, prefix, opts);
 
 /** POST a raw body: JSON.stringify cannot write 1e999, but a client can. */
 async function postRaw(url: string, body: string, headers: Record<string, string> = {}) {
@@ -86,25 +32,7 @@ async function postRaw(url: string, body: string, headers: Record<string, string
 
 const firstError = (body: { errors?: { message: string }[] | undefined }) => body.errors?.[0]?.message ?? "";
 
-/** A casino of its own (so bankroll sums are not disturbed by other tests) with a currency, a bankroll and funded players. */
-async function bettingTable(opts: { casino: string; players: number; balance: number; bankroll: number; currency?: string }) {
-  const currency = opts.currency ?? "CHIPS";
-  const players: Player[] = [];
-  for (let i = 0; i < opts.players; i++) players.push(await player(`${opts.casino}-p${i}`, { casinoName: opts.casino }));
-  const casinoId = players[0]!.casinoId;
-  await db.query("insert into hub.currency (key, casino_id, display_unit_name, display_unit_scale) values ($1, $2, 'chips', 1)", [currency, casinoId]);
-  await db.query("insert into hub.bankroll (casino_id, currency_key, amount) values ($1, $2, $3)", [casinoId, currency, opts.bankroll]);
-  for (const p of players) {
-    await db.query("insert into hub.balance (user_id, casino_id, experience_id, currency_key, amount) values ($1, $2, $3, $4, $5)", [
-      p.userId,
-      p.casinoId,
-      p.experienceId,
-      currency,
-      opts.balance,
-    ]);
-  }
-  return { casinoId, currency, players };
-}
+const bettingTable = (opts: Parameters<typeof sharedBettingTable>[1]) => sharedBettingTable(hubs, opts);
 
 interface Books {
   balance: number;
@@ -139,72 +67,6 @@ async function pgClockMs(): Promise<number> {
 const v7Millis = (id: string) => Number.parseInt(id.replace(/-/g, "").slice(0, 12), 16);
 const isV7 = (id: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(id);
 
-/*
- * Fairness, as a sequential test (Wald's SPRT) on flips made through the
- * product: the GraphQL mutation, the plugin's own random draw, the stored row.
- *
- * Telling a 52% coin from a fair one needs tens of thousands of flips; a fixed
- * sample large enough (about 50,000 per coin) would take minutes for the bet
- * coin, whose bets serialise on the bankroll's lock. A sequential test stops
- * as soon as the evidence suffices, about 10,000 flips for a fair coin.
- *
- * After n flips with k successes, for each alternative q in {0.52, 0.48} the
- * log-likelihood ratio against p = 1/2 is
- *   L_q = k·ln(2q) + (n − k)·ln(2(1 − q)).
- * - Unfair as soon as some L_q ≥ ln(1/α). Under a fair coin e^{L_q} is a
- *   nonnegative martingale starting at 1, so by Ville's inequality
- *   P(it ever reaches 1/α) ≤ α, however often and however long we look: no
- *   approximation. α = 1e-6 / 8 covers the 2 alternatives of each of the
- *   file's 4 checks (makeCoinflip in both variants, makeCoinflipBet's heads
- *   and wins): a fair coin fails this file less than once in a million runs.
- * - Fair once every L_q ≤ ln(β), β = 1e-3: a 52% (or 48%) coin stops there
- *   instead of failing with probability about β (Wald's approximation). Its
- *   L_q drifts up by KL(0.52‖0.5) ≈ 0.0008 a flip and reaches ln(1/α) ≈ 15.9
- *   after about 20,000 flips; a fair coin's drifts down as fast and reaches
- *   ln(β) ≈ −6.9 after about 8,600.
- * - At FAIR_MAX_FLIPS still undecided: no evidence of bias at the α level,
- *   so fair (this cannot raise the false-failure rate; at 100,000 flips a 52%
- *   coin is almost never undecided).
- * The old test (one 4.5σ bound over 2000 flips) let a 55% coin pass about
- * half the time.
- */
-const FAIR_ALPHA = 1e-6 / 8;
-const FAIR_BETA = 1e-3;
-const FAIR_MAX_FLIPS = 100_000;
-const FAIR_ALTERNATIVES = [0.52, 0.48];
-
-class FairnessTest {
-  n = 0;
-  k = 0;
-  verdict: "fair" | "unfair" | undefined;
-  private peak = -Infinity;
-  constructor(readonly what: string) {}
-  add(successes: number, flips: number): void {
-    if (this.verdict) return;
-    this.k += successes;
-    this.n += flips;
-    const llrs = FAIR_ALTERNATIVES.map((q) => this.k * Math.log(2 * q) + (this.n - this.k) * Math.log(2 * (1 - q)));
-    this.peak = Math.max(this.peak, ...llrs);
-    if (llrs.some((l) => l >= Math.log(1 / FAIR_ALPHA))) this.verdict = "unfair";
-    else if (llrs.every((l) => l <= Math.log(FAIR_BETA)) || this.n >= FAIR_MAX_FLIPS) this.verdict = "fair";
-  }
-  report(t: { ok(condition: boolean, message: string): unknown }): void {
-    const z = (this.k - this.n / 2) / (Math.sqrt(this.n) / 2);
-    t.ok(
-      this.verdict === "fair",
-      `${this.what}: ${this.verdict ?? "undecided"} after ${this.n} flips, ${this.k} successes (${(100 * this.k / this.n).toFixed(2)}%, ${z.toFixed(2)}σ; ` +
-        `highest log-likelihood ratio for a ${FAIR_ALTERNATIVES.join("/")} coin ${this.peak.toFixed(1)}, failing at ${Math.log(1 / FAIR_ALPHA).toFixed(1)})`,
-    );
-  }
-}
-
-/** Flip in rounds of `round()` until every test has decided. */
-async function flipUntilDecided(tests: FairnessTest[], round: () => Promise<number[][]>): Promise<void> {
-  while (tests.some((test) => !test.verdict)) {
-    const counts = await round(); // per test: [successes, flips] pairs
-    tests.forEach((test, i) => test.add(counts[i]![0]!, counts[i]![1]!));
-  }
-}
 
 t.test("each reference plugin has its own stable name", async (t) => {
   t.same(
@@ -471,33 +333,6 @@ for (const variant of variants) {
     t.same((await db.query("select amount, bets from hub.bankroll where casino_id = $1", [p.casinoId])).rows, bankrollBefore, "bankroll untouched");
   });
 
-  t.test(`makeCoinflip (${variant.name}): the coin is fair`, async (t) => {
-    const p = await player(`fair-${variant.name.split(" ")[0]}`);
-    const perRequest = 200;
-    const wins = new FairnessTest("wins");
-    let flips = 0;
-    let won = 0;
-    let badNets = 0;
-    await flipUntilDecided([wins], async () => {
-      const nets = (
-        await pooled(8, 4, async () => {
-          const fields = Array.from({ length: perRequest }, (_, i) => `f${i}: makeCoinflip(input: { currency: "HOUSE", wager: 2 }) { net }`).join(" ");
-          const res = await gql(variant.hub().url, `mutation { ${fields} }`, {}, p.header);
-          if (res.body.errors) t.same(res.body.errors, undefined);
-          return Object.values(res.body.data ?? {}).map((v: any) => v.net as number);
-        })
-      ).flat();
-      badNets += nets.filter((net) => net !== 2 * 0.99 && net !== -2).length;
-      const roundWins = nets.filter((net) => net > 0).length;
-      flips += nets.length;
-      won += roundWins;
-      return [[roundWins, nets.length]];
-    });
-    t.equal(badNets, 0, "every net is a win of 1.98 or a loss of 2");
-    wins.report(t);
-    const stored = await db.query("select count(*)::int as n, count(*) filter (where net > 0)::int as wins from app.coinflip where user_id = $1", [p.userId]);
-    t.same(stored.rows[0], { n: flips, wins: won }, "the stored rows are the answers");
-  });
 }
 
 t.test("makeCoinflip: 200 concurrent calls → exactly 200 rows with unique, time-ordered ids", async (t) => {
@@ -690,40 +525,6 @@ t.test("makeCoinflipBet: each bet moves net from the house to the player, books 
   t.same(rls.body.data, { allCoinflipBets: { totalCount: 20 } }, "the player sees their bets through the generated API");
   const stranger = await player("sequential-stranger", { casinoName: "sequential" });
   t.same((await gql(resolverHub.url, "{ allCoinflipBets { totalCount } }", {}, stranger.header)).body.data, { allCoinflipBets: { totalCount: 0 } }, "others do not");
-});
-
-t.test("makeCoinflipBet: the coin is fair whichever side is chosen", async (t) => {
-  // A mutation's fields run one after another, each bet a few round trips: one request at a time waits
-  // on latency, which a loaded machine stretches most. 32 casinos of one player bet side by side, 50
-  // fields each, so the file waits on the CPU instead (8 casinos of 200: 28 s alone, 259 s in a suite run).
-  const tables = await Promise.all(Array.from({ length: 32 }, (_, i) => bettingTable({ casino: `fairbets${i}`, players: 1, balance: 1e7, bankroll: 1e7 })));
-  const perRequest = 50;
-  // Both checks: a coin always landing on HEADS wins half of alternating bets, and one that reads the side wins none.
-  const heads = new FairnessTest("heads");
-  const wins = new FairnessTest("wins");
-  let mismatched = 0;
-  await flipUntilDecided([heads, wins], async () => {
-    const outcomes = (
-      await pooled(tables.length, tables.length, async (r) => {
-        const { players, currency } = tables[r]!;
-        const fields = Array.from(
-          { length: perRequest },
-          (_, i) => `b${i}: makeCoinflipBet(input: { wager: 2, currency: "${currency}", side: ${i % 2 ? "HEADS" : "TAILS"} }) { outcome bet { side net } }`,
-        ).join(" ");
-        const res = await gql(resolverHub.url, `mutation { ${fields} }`, {}, players[0]!.header);
-        if (res.body.errors) t.same(res.body.errors, undefined);
-        return Object.values(res.body.data ?? {}) as { outcome: string; bet: { side: string; net: number } }[];
-      })
-    ).flat();
-    mismatched += outcomes.filter((o) => (o.outcome === o.bet.side) !== (o.bet.net > 0)).length;
-    return [
-      [outcomes.filter((o) => o.outcome === "HEADS").length, outcomes.length],
-      [outcomes.filter((o) => o.bet.net > 0).length, outcomes.length],
-    ];
-  });
-  t.equal(mismatched, 0, "won exactly when the coin landed on the chosen side");
-  heads.report(t);
-  wins.report(t);
 });
 
 t.test("makeCoinflipBet: 100 concurrent bets on one balance never overdraw it and the books reconcile", async (t) => {
