@@ -163,7 +163,7 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
     return found;
   }
   // A lookup waits for a query no longer than a query waits for a connection of the pool.
-  const maxWaitMs = (pool as { options?: { connectionTimeoutMillis?: number } }).options?.connectionTimeoutMillis || 10_000;
+  const maxWaitMs = pool.options.connectionTimeoutMillis || 10_000;
   const lookup: (kind: parse.CredentialKind, key: Buffer) => Promise<Found | undefined> = createLookupBatches(lookupMany, {
     concurrency: LOOKUP_CONCURRENCY,
     maxBatch: LOOKUP_BATCH,

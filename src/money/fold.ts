@@ -19,7 +19,7 @@ interface Waiter {
 }
 
 // Each fold is a statement of its own, committed without waiting for its flush (core migration 0024).
-const FOLD = "select hub_hidden.fold_bankroll_alone($1)";
+const FOLD = "select hub_hidden.fold_bankroll_alone($1) as n";
 
 /** Per bankroll id (unique across databases: UUIDv7): only keys with folds waiting or in flight have an entry. */
 const queues = new Map<string, Waiter[]>();
@@ -63,7 +63,7 @@ export async function sweepBankrolls(pool: Pick<pg.Pool, "query">): Promise<numb
   );
   let folded = 0;
   for (const { bankroll_id } of rows) {
-    const { rows: [row] } = await pool.query<{ n: number }>({ text: "select hub_hidden.fold_bankroll_alone($1) as n", values: [bankroll_id] });
+    const { rows: [row] } = await pool.query<{ n: number }>({ text: FOLD, values: [bankroll_id] });
     folded += row?.n ?? 0;
   }
   return folded;
