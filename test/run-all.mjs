@@ -39,41 +39,34 @@ const runs = [
 ];
 const failed = [];
 
-/** `npm run typecheck` in the background: resolves to its exit status and output. */
-function startTypecheck() {
+/** Run a command to its end: its exit status (or signal, or spawn error) and, when piped, its output. */
+function runToEnd(command, args, stdio) {
   return new Promise((resolve) => {
-    const child = spawn("npm", ["run", "--silent", "typecheck"], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(command, args, { stdio });
     let output = "";
-    child.stdout.on("data", (chunk) => (output += chunk));
-    child.stderr.on("data", (chunk) => (output += chunk));
-    child.on("error", (error) => resolve({ status: null, output: `${output}${error.message}\n` }));
-    child.on("close", (status, signal) => resolve({ status: status ?? signal, output }));
+    child.stdout?.on("data", (chunk) => (output += chunk));
+    child.stderr?.on("data", (chunk) => (output += chunk));
+    child.on("error", (error) => resolve({ status: null, error, output }));
+    child.on("close", (status, signal) => resolve({ status, signal, output }));
   });
 }
 
-const typecheck = startTypecheck();
-let typecheckReported = false;
-async function reportTypecheck() {
-  if (typecheckReported) return;
-  typecheckReported = true;
-  const { status, output } = await typecheck;
-  process.stdout.write(`\nnpm run typecheck: ${status === 0 ? "passed" : `exit status ${status}`}\n${output}`);
-  if (status !== 0) failed.push(`npm run typecheck: exit status ${status}`);
-}
+// In the background beside the tap runs, its output held back so it does not cut into theirs.
+const typecheck = runToEnd("npm", ["run", "--silent", "typecheck"], ["ignore", "pipe", "pipe"]);
+const failure = (result) => (result.error ? result.error.message : `exit status ${result.status ?? result.signal}`);
 
 for (const run of runs) {
   const started = Date.now();
-  // Not spawnSync: the type check's output must keep flowing meanwhile.
-  const result = await new Promise((resolve) => {
-    const child = spawn("npx", ["tap", ...run.args], { stdio: "inherit" });
-    child.on("error", (error) => resolve({ status: null, error }));
-    child.on("close", (status, signal) => resolve({ status, signal }));
-  });
-  if (result.status !== 0) failed.push(`${run.name}: ${result.error ? result.error.message : `exit status ${result.status ?? result.signal}`}`);
+  const result = await runToEnd("npx", ["tap", ...run.args], "inherit");
+  if (result.status !== 0) failed.push(`${run.name}: ${failure(result)}`);
   const slowest = run.listSlowest ? slowestFiles(10, started) : [];
   process.stdout.write(`\n${run.name}: ${((Date.now() - started) / 1000).toFixed(0)} s${slowest.length > 1 ? `; slowest files: ${slowest.map((f) => `${f.file} ${(f.ms / 1000).toFixed(1)} s`).join(", ")}` : ""}\n`);
-  // Before the burst test, which must have the machine to itself.
-  await reportTypecheck();
+  if (run === runs[0]) {
+    // Reported before the burst test, which must have the machine to itself.
+    const checked = await typecheck;
+    process.stdout.write(`\nnpm run typecheck: ${checked.status === 0 ? "passed" : failure(checked)}\n${checked.output}`);
+    if (checked.status !== 0) failed.push(`npm run typecheck: ${failure(checked)}`);
+  }
 }
 if (failed.length > 0) {
   process.stderr.write(`\nnpm test failed:\n${failed.map((f) => `  - ${f}`).join("\n")}\n`);
