@@ -492,13 +492,19 @@ t.test("the shared cluster: shared by processes, stopped by its watchdog once id
     const second = await kit.startTestServer({ dataDir });
     const [{ works }] = await second.dbPool.query("select count(*)::int as works from hub.casino").then((r) => r.rows);
     const after = await templates();
+    // More connections at once than Postgres's default of 100: test files with many players share the cluster.
+    const { default: pgm } = await import("pg");
+    const many = Array.from({ length: 150 }, () => new pgm.Client({ connectionString: second.superuserDatabaseUrl }));
+    const opened = (await Promise.allSettled(many.map((c) => c.connect()))).filter((r) => r.status === "fulfilled").length;
+    await Promise.all(many.map((c) => c.end().catch(() => undefined)));
     await Promise.all([server.stop(), second.stop()]);
-    return { dbs, me, template, after, works };
+    return { dbs, me, template, after, works, opened };
   `);
   t.equal(next.code, 0, "the next process exits 0", { stderr: next.stderr });
   t.same(next.out.dbs, [], `the database of the killed process (${String(killed.out.db)}) was dropped`);
   t.equal(next.out.works, 1, "a template dropped under a running process is built again");
   t.same(next.out.after, [next.out.template], "and templates of other versions are dropped then");
+  t.equal(next.out.opened, 150, "the cluster takes 150 connections at once (Postgres's default is 100)");
   const last = postmasterPid(dataDir);
   if (last) await eventually(t, () => !alive(last), "and with idle 0, the cluster stops right after the last process");
 });

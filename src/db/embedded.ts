@@ -208,6 +208,7 @@ async function initCluster(
   owner: { uid: number; gid: number } | undefined,
   log: Logger,
   fastInit: boolean,
+  maxConnections: number | undefined,
 ): Promise<void> {
   const tmpDir = `${clusterDir}.init-${process.pid}-${randomBytes(4).toString("hex")}`;
   await fsp.mkdir(tmpDir, { mode: 0o700 });
@@ -229,6 +230,7 @@ async function initCluster(
         "--encoding=UTF8",
         "--locale=C",
         ...(fastInit ? ["--no-sync"] : []),
+        ...(maxConnections === undefined ? [] : [`--set=max_connections=${maxConnections}`]),
       ],
       owner,
     );
@@ -433,6 +435,8 @@ export interface EmbeddedOptions {
   log: Logger;
   /** Skip fsync during initdb: for throw-away test databases only. */
   fastInit?: boolean;
+  /** max_connections of a cluster this start creates (Postgres's default, 100, else). */
+  maxConnections?: number;
   /** Stop Postgres when this process exits (default true); the test kit's shared cluster outlives its processes. */
   stopAtExit?: boolean;
   /**
@@ -475,7 +479,7 @@ async function prepareCluster(options: EmbeddedOptions): Promise<Cluster> {
     }
     if (fs.existsSync(clusterDir)) await fsp.rmdir(clusterDir);
     options.onSpawned?.();
-    await initCluster(dataDir, clusterDir, bins, creds, owner, log, options.fastInit === true);
+    await initCluster(dataDir, clusterDir, bins, creds, owner, log, options.fastInit === true, options.maxConnections);
   } else if (owner) {
     // A cluster made by an earlier run as another user: make sure the runtime account owns it.
     const stat = await fsp.stat(clusterDir);

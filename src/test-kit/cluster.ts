@@ -78,6 +78,8 @@ export interface ClusterOptions {
 
 /** Same for every hub on this database; differs from migrate()'s lock. */
 const TEMPLATE_LOCK_KEY = 7_321_004_118;
+/** The shared cluster's max_connections (set when it is created). */
+export const TEST_KIT_MAX_CONNECTIONS = 300;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -194,7 +196,9 @@ async function openEmbedded(dir: string, log: Logger): Promise<{ superuserUrl: s
   await waitWhileStopping(dir);
   // Not stopped when this process exits: that would pull the cluster from
   // under other test processes; the watchdog decides when the cluster ends.
-  const db = await startEmbeddedPostgres({ dataDir: dir, log, fastInit: true, stopAtExit: false });
+  // Every test process of a project shares this cluster, each with its servers' pools: Postgres's
+  // default of 100 connections is soon reached when a few of them run many players at once.
+  const db = await startEmbeddedPostgres({ dataDir: dir, log, fastInit: true, maxConnections: TEST_KIT_MAX_CONNECTIONS, stopAtExit: false });
   startWatchdog(dir, log);
   const admin = new pg.Client({ connectionString: withDatabase(db.superuserUrl, "postgres") });
   await admin.connect();
