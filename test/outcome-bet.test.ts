@@ -1,5 +1,6 @@
 import "./helpers/env.js";
 import path from "node:path";
+import pg from "pg";
 import t, { type Test } from "tap";
 import { defaultPlugins, HubGameConfigPlugin, type OutcomeBetConfigMap, type CustomGameConfigMap, type RiskPolicy } from "@hubpkg/hub";
 import {
@@ -23,6 +24,7 @@ import { makeOperator } from "./helpers/credentials.js";
 import { ROOT, startServerProcess, type ServerProcess } from "./helpers/process.js";
 import { errorOf } from "./helpers/graphql-error.js";
 import { shownLimit } from "./helpers/risk.js";
+import { createBetStateReads, readBetState } from "../dist/src/fair/bet-state.js";
 
 /*
  * hubMakeOutcomeBet over HTTP: every refusal, the risk and hash-chain errors
@@ -382,6 +384,38 @@ t.test("40 players win at once against a bankroll that covers 10 wins: 10 paid, 
   const ledger = await hub.dbPool.query("select count(*)::int as n from hub.ledger where currency_key = 'SMALL' and casino_id = $1 and bet_id is not null", [casinoId]);
   t.equal(ledger.rows[0].n, 20, "two ledger rows per paid bet, none for a refusal");
   await checkBooks(t);
+});
+
+t.test("bets arriving together read their state in a few queries, each its own; a bad key fails only its own read", async (t) => {
+  const ps = await Promise.all(Array.from({ length: 40 }, (_, i) => player(1_000 + i)));
+  const keys = await Promise.all(
+    ps.map(async (p) => ({ currency: "BTC", casinoId, experienceId, userId: p.userId, hashChainId: (await createHashChain(hub.dbPool, { userId: p.userId, casinoId, experienceId })).id })),
+  );
+  const pool = new pg.Pool({ connectionString: hub.superuserDatabaseUrl, max: 4 });
+  t.teardown(() => pool.end());
+  const query = pool.query.bind(pool) as (...args: unknown[]) => Promise<unknown>;
+  let queries = 0;
+  pool.query = ((...args: unknown[]) => (queries++, query(...args))) as typeof pool.query;
+  const reads = createBetStateReads();
+
+  const alone = await Promise.all(keys.map((k) => readBetState(hub.dbPool, k)));
+  t.same(alone.map((s) => s?.balance), ps.map((_, i) => 1_000 + i), "read alone: each player's own balance");
+  const together = await Promise.all(keys.map((k) => reads(pool, k)));
+  t.same(together, alone, "read together: each bet's state exactly as read alone");
+  // The first goes at once, alone; the others wait for it and leave together (one query each before).
+  t.ok(queries <= 3, `${queries} queries for ${keys.length} bets`);
+
+  queries = 0;
+  const [first, badChain, unknownCurrency, last] = await Promise.allSettled([
+    reads(pool, keys[0]!),
+    reads(pool, { ...keys[1]!, hashChainId: "not-a-uuid" }),
+    reads(pool, { ...keys[2]!, currency: "NOPE" }),
+    reads(pool, keys[3]!),
+  ]);
+  t.same(first, { status: "fulfilled", value: alone[0] }, "a good key beside bad ones: its state");
+  t.same(last, { status: "fulfilled", value: alone[3] }, "and another");
+  t.equal(badChain.status === "rejected" && (badChain.reason as { code?: string }).code, "22P02", "a chain id that is not a UUID: only its own read fails");
+  t.same(unknownCurrency, { status: "fulfilled", value: undefined }, "an unknown currency: no state");
 });
 
 t.test("HubGameConfigPlugin refuses a configuration it cannot serve, naming the field", async (t) => {

@@ -16,6 +16,7 @@ import { riskLimitsOf, validateRisk, type RiskLimits, type RiskPolicy } from "./
 import { MAX_AMOUNT, exactNet } from "../money/exact.js";
 import type { ChainQueue } from "./chain-queue.js";
 import { settleOne, type SettleGroups, type SettleOutcomeArgs, type SettleRow } from "./settle-group.js";
+import { readBetState, type BetState, type BetStateKey } from "./bet-state.js";
 import { betMetadataJson, settleBetArgs, settleRefusalError, type SettleBetInput, type SettleRefusal } from "../money/settle.js";
 
 export interface OutcomeBetConfig {
@@ -136,19 +137,13 @@ export function checkOutcomeBetInput(input: MakeOutcomeBetInput, config: Outcome
   return { nets, maxNet, expectedValue, metadataJson };
 }
 
-interface BetState {
-  display_unit_name: string;
-  display_unit_scale: number;
-  bankroll: number | null;
-  current_iteration: number | null;
-  max_iteration: number | null;
-  balance: number | null;
-}
-
 type Player = { userId: string; casinoId: string; experienceId: string };
 type Queryable = Pick<pg.ClientBase, "query">;
-/** How a try settles its bet: alone on its connection, or grouped with bets of its currency. */
-type Settle = (args: SettleOutcomeArgs) => Promise<SettleRow>;
+/** With settle groups, a try's state read and its settlement share round trips with other bets'; else each is its own query on the try's connection. */
+interface Grouped {
+  read: (key: BetStateKey) => Promise<BetState | undefined>;
+  settle: (args: SettleOutcomeArgs) => Promise<SettleRow>;
+}
 
 const badChain = (hashChainId: string, why: string): MakeOutcomeBetResult => ({
   __typename: "HubBadHashChainError",
@@ -160,7 +155,7 @@ const badChain = (hashChainId: string, why: string): MakeOutcomeBetResult => ({
  * committed (no lock), draw the outcome from the chain's next hash, and let
  * hub_hidden.settle_outcome_bet settle and store it in one statement, which
  * first checks, under the chain's lock, that the hash is still the next one.
- * Two round trips. "chain-moved" when another bet of the player took that
+ * Two round trips (with settle groups, each shared with other bets'). "chain-moved" when another bet of the player took that
  * hash meanwhile: nothing was written or revealed, and the caller tries again.
  */
 async function tryOutcomeBet(
@@ -169,23 +164,13 @@ async function tryOutcomeBet(
   input: MakeOutcomeBetInput,
   config: OutcomeBetConfig,
   plan: OutcomePlan,
-  settle: Settle = (args) => settleOne(db, args),
+  grouped: Grouped | undefined,
   /** The server's chain work, whose cache holds the derived hashes (default: the server started last). */
   chains?: ChainSecrets,
 ): Promise<MakeOutcomeBetResult | "chain-moved"> {
-  const { userId, casinoId, experienceId } = player;
   const { wager, currency, outcomes, hashChainId, clientSeed } = input;
-  const { rows } = await db.query<BetState>({
-    name: "hub-outcome-bet-state",
-    text: `select c.display_unit_name, c.display_unit_scale, r.amount as bankroll, hc.current_iteration, hc.max_iteration, b.amount as balance
-             from hub.currency c
-             left join hub.bankroll r on r.casino_id = c.casino_id and r.currency_key = c.key
-             left join hub.hash_chain hc on hc.id = $3 and hc.user_id = $4 and hc.experience_id = $5 and hc.casino_id = c.casino_id and hc.active
-             left join hub.balance b on b.user_id = $4 and b.experience_id = $5 and b.currency_key = c.key and b.casino_id = c.casino_id
-            where c.key = $1 and c.casino_id = $2`,
-    values: [currency, casinoId, hashChainId, userId, experienceId],
-  });
-  const state = rows[0];
+  const key = { ...player, currency, hashChainId };
+  const state = await (grouped ? grouped.read(key) : readBetState(db, key));
   if (!state) throw refuse(ErrorCode.UNKNOWN_CURRENCY, `unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`);
   if (state.current_iteration === null || state.max_iteration === null) return badChain(hashChainId, "is not an active chain of this player in this casino and experience");
   if (state.current_iteration <= 1) return badChain(hashChainId, `is exhausted (all its ${state.max_iteration - 1} hashes are used)`);
@@ -207,13 +192,14 @@ async function tryOutcomeBet(
   if (derived.type === "error") throw new Error(`hubMakeOutcomeBet: cannot derive hash ${iteration} of chain ${hashChainId}: ${derived.reason}`);
   const outcomeIdx = outcomeIndexOf({ serverHash: derived.hash, clientSeed, weights: outcomes.map((o) => o.weight) });
   const net = plan.nets[outcomeIdx]!;
-  const written = await settle([
+  const args: SettleOutcomeArgs = [
     ...settleBetArgs({ ...settleInput, payout: wager + net, actor: "hub:hubMakeOutcomeBet", reason: `outcome bet ${input.kind}` }, null),
     hashChainId, iteration, Buffer.from(derived.hash), clientSeed,
     input.kind, outcomes[outcomeIdx]!.profit, outcomeIdx,
     config.saveOutcomes ? outcomes.map((o) => o.weight) : [], config.saveOutcomes ? outcomes.map((o) => o.profit) : [],
     plan.metadataJson,
-  ]);
+  ];
+  const written = await (grouped ? grouped.settle(args) : settleOne(db, args));
   const status = written.status as "settled" | "chain-moved" | SettleRefusal;
   const { balance, bet_id: betId } = written;
   if (status === "chain-moved") return status;
@@ -236,7 +222,8 @@ const OPTIMISTIC_TRIES = 3;
  * a server the chainQueue keeps them apart), the last try locks the chain
  * first, in a transaction, so it cannot lose again. With settleGroups, the
  * optimistic tries' settlements share commits with other bets of the same
- * casino and currency (src/fair/settle-group.ts).
+ * casino and currency (src/fair/settle-group.ts), and their state reads share
+ * queries with other bets' (src/fair/bet-state.ts).
  */
 export async function makeOutcomeBet(
   pool: pg.Pool,
@@ -250,10 +237,13 @@ export async function makeOutcomeBet(
 ): Promise<MakeOutcomeBetResult> {
   const plan = checkOutcomeBetInput(input, config);
   const groupKey = `${player.casinoId} ${input.currency}`;
-  // A group settles bets of many players: on the real pool, not this player's bounded view of it.
-  const settle: Settle | undefined = settleGroups && ((args) => settleGroups.settle(unboundedPool(pool), groupKey, args));
-  if (chainQueue) return chainQueue.run(String(input.hashChainId), () => settleOutcomeBet(pool, player, input, config, plan, settle, chains));
-  return settleOutcomeBet(pool, player, input, config, plan, settle, chains);
+  // A group serves bets of many players: on the real pool, not this player's bounded view of it.
+  const grouped: Grouped | undefined = settleGroups && {
+    read: (key) => settleGroups.readState(unboundedPool(pool), key),
+    settle: (args) => settleGroups.settle(unboundedPool(pool), groupKey, args),
+  };
+  if (chainQueue) return chainQueue.run(String(input.hashChainId), () => settleOutcomeBet(pool, player, input, config, plan, grouped, chains));
+  return settleOutcomeBet(pool, player, input, config, plan, grouped, chains);
 }
 
 async function settleOutcomeBet(
@@ -262,11 +252,11 @@ async function settleOutcomeBet(
   input: MakeOutcomeBetInput,
   config: OutcomeBetConfig,
   plan: OutcomePlan,
-  settle: Settle | undefined,
+  grouped: Grouped | undefined,
   chains: ChainSecrets | undefined,
 ): Promise<MakeOutcomeBetResult> {
   for (let attempt = 1; attempt < OPTIMISTIC_TRIES; attempt++) {
-    const result = await tryOutcomeBet(pool, player, input, config, plan, settle, chains);
+    const result = await tryOutcomeBet(pool, player, input, config, plan, grouped, chains);
     if (result !== "chain-moved") return result;
   }
   return withPgPoolTransaction(pool, async (pgClient) => {

@@ -13,8 +13,12 @@
  * (no waiting for company). When a group's statement fails, nothing of it
  * was written and each of its bets settles alone, so an error belongs to
  * the bet that caused it.
+ *
+ * The state each bet reads before it draws (src/fair/bet-state.ts) is read
+ * in shared round trips the same way, whatever its casino and currency.
  */
 import type pg from "pg";
+import { createBetStateReads, type BetStateReads } from "./bet-state.js";
 
 /** What hub_hidden.settle_outcome_bet answers for one bet. */
 export interface SettleRow {
@@ -29,6 +33,8 @@ export type SettleOutcomeArgs = unknown[];
 export interface SettleGroups {
   /** Settle one bet, grouped with others of the same casino and currency. */
   settle(pool: pg.Pool, groupKey: string, args: SettleOutcomeArgs): Promise<SettleRow>;
+  /** Read one bet's state, in one query with the other bets' reads waiting at the time. */
+  readState: BetStateReads;
 }
 
 /** The most bets one statement settles: bounds a statement's time and its locks. */
@@ -92,6 +98,7 @@ export function createSettleGroups(maxGroup = MAX_GROUP): SettleGroups {
     }
   }
   return {
+    readState: createBetStateReads(),
     settle(pool, groupKey, args) {
       return new Promise<SettleRow>((resolve, reject) => {
         const queue = queues.get(groupKey);
