@@ -1,4 +1,6 @@
 /** Real HTTP against a listening server (fastify.inject cannot see Express responses). */
+import http from "node:http";
+
 export interface GraphQLResponse<T = Record<string, unknown>> {
   status: number;
   body: { data?: T | null; errors?: { message: string; extensions?: Record<string, unknown> }[] };
@@ -24,4 +26,44 @@ export async function gql<T = Record<string, any>>(
     throw new Error(`POST /graphql answered ${res.status} with a non-JSON body: ${text.slice(0, 300)}`);
   }
   return { status: res.status, body, headers: res.headers };
+}
+
+export interface TimedAnswer {
+  ms: number;
+  status: number;
+  body: any;
+}
+
+/** One request on the given agent, timed from write to the last byte of the answer. */
+export function timedRequest(agent: http.Agent, url: string, method: string, urlPath: string, headers: Record<string, string> = {}, body?: unknown): Promise<TimedAnswer> {
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      new URL(urlPath, url),
+      {
+        method,
+        agent,
+        headers: { ...headers, ...(payload ? { "content-type": "application/json", "content-length": Buffer.byteLength(payload) } : {}) },
+        timeout: 60_000,
+      },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (c) => (text += c));
+        res.on("end", () => {
+          let parsed: unknown = text;
+          try {
+            parsed = JSON.parse(text);
+          } catch {
+            // keep the text
+          }
+          resolve({ ms: performance.now() - started, status: res.statusCode ?? 0, body: parsed });
+        });
+      },
+    );
+    req.on("timeout", () => req.destroy(new Error("no answer within 60 s")));
+    req.on("error", reject);
+    req.end(payload);
+  });
 }
