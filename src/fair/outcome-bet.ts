@@ -155,8 +155,9 @@ const badChain = (hashChainId: string, why: string): MakeOutcomeBetResult => ({
  * committed (no lock), draw the outcome from the chain's next hash, and let
  * hub_hidden.settle_outcome_bet settle and store it in one statement, which
  * first checks, under the chain's lock, that the hash is still the next one.
- * Two round trips (with settle groups, each shared with other bets'). "chain-moved" when another bet of the player took that
- * hash meanwhile: nothing was written or revealed, and the caller tries again.
+ * Two round trips (with settle groups, each shared with other bets').
+ * "chain-moved" when another bet of the player took that hash meanwhile:
+ * nothing was written or revealed, and the caller tries again.
  */
 async function tryOutcomeBet(
   db: Queryable,
