@@ -29,22 +29,7 @@ export interface BetStateKey {
 
 type Queryable = Pick<pg.ClientBase, "query">;
 
-/** Undefined when the casino has no such currency. */
-export async function readBetState(db: Queryable, key: BetStateKey): Promise<BetState | undefined> {
-  const { rows } = await db.query<BetState>({
-    name: "hub-outcome-bet-state",
-    text: `select c.display_unit_name, c.display_unit_scale, r.amount as bankroll, hc.current_iteration, hc.max_iteration, b.amount as balance
-             from hub.currency c
-             left join hub.bankroll r on r.casino_id = c.casino_id and r.currency_key = c.key
-             left join hub.hash_chain hc on hc.id = $3 and hc.user_id = $4 and hc.experience_id = $5 and hc.casino_id = c.casino_id and hc.active
-             left join hub.balance b on b.user_id = $4 and b.experience_id = $5 and b.currency_key = c.key and b.casino_id = c.casino_id
-            where c.key = $1 and c.casino_id = $2`,
-    values: [key.currency, key.casinoId, key.hashChainId, key.userId, key.experienceId],
-  });
-  return rows[0];
-}
-
-/** The same reads for many bets in one query: each bet's state by its position in `keys`. */
+/** Many bets' states in one query: each bet's by its position in `keys`, undefined where the casino has no such currency. */
 async function readBetStates(db: Queryable, keys: BetStateKey[]): Promise<(BetState | undefined)[]> {
   const { rows } = await db.query<BetState & { n: number }>({
     name: "hub-outcome-bet-states",
@@ -59,6 +44,11 @@ async function readBetStates(db: Queryable, keys: BetStateKey[]): Promise<(BetSt
   const states: (BetState | undefined)[] = keys.map(() => undefined);
   for (const { n, ...state } of rows) states[n - 1] = state;
   return states;
+}
+
+/** One bet's state (the same query, for one key); undefined when the casino has no such currency. */
+export async function readBetState(db: Queryable, key: BetStateKey): Promise<BetState | undefined> {
+  return (await readBetStates(db, [key]))[0];
 }
 
 /** The most bets one query reads. */
@@ -83,17 +73,14 @@ export function createBetStateReads(maxBatch = MAX_STATE_READS): BetStateReads {
       while (waiting.length > 0) {
         const batch = waiting.slice(0, maxBatch);
         waiting = waiting.slice(batch.length);
-        if (batch.length === 1) {
-          await readBetState(pool, batch[0]!.key).then(batch[0]!.resolve, batch[0]!.reject);
-          continue;
-        }
         try {
           const states = await readBetStates(pool, batch.map((w) => w.key));
           batch.forEach((w, i) => w.resolve(states[i]));
-        } catch {
+        } catch (error) {
           // One bad key (a chain id that is not a UUID) fails the whole query: read each alone,
           // so the error reaches only the bet that caused it.
-          await Promise.all(batch.map((w) => readBetState(pool, w.key).then(w.resolve, w.reject)));
+          if (batch.length === 1) batch[0]!.reject(error);
+          else await Promise.all(batch.map((w) => readBetState(pool, w.key).then(w.resolve, w.reject)));
         }
       }
     } finally {
