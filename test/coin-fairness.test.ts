@@ -118,32 +118,57 @@ t.test("makeCoinflipBet: the coin is fair whichever side is chosen", async (t) =
   // A mutation's fields run one after another, each bet a few round trips: one request at a time waits
   // on latency, which a loaded machine stretches most. 32 casinos of one player bet side by side, 50
   // fields each, so the file waits on the CPU instead (8 casinos of 200: 28 s alone, 259 s in a suite run).
-  const tables = await Promise.all(Array.from({ length: 32 }, (_, i) => bettingTable(hubs, { casino: `fairbets${i}`, players: 1, balance: 1e7, bankroll: 1e7 })));
+  const balance = 1e7;
+  const tables = await Promise.all(Array.from({ length: 32 }, (_, i) => bettingTable(hubs, { casino: `fairbets${i}`, players: 1, balance, bankroll: 1e7 })));
   const perRequest = 50;
+  const sideOf = (i: number) => (i % 2 ? "HEADS" : "TAILS");
+  // Each bet's money is read from the balances the payloads answer: a mutation's fields run in order, and
+  // only these requests move these players' balances (the stored rows are compared with the answers below).
+  const balances = tables.map(() => balance);
   // Both checks: a coin always landing on HEADS wins half of alternating bets, and one that reads the side wins none.
   const heads = new FairnessTest("heads");
   const wins = new FairnessTest("wins");
+  const answered = { bets: 0, heads: 0, won: 0 };
   let mismatched = 0;
   await flipUntilDecided([heads, wins], async () => {
-    const outcomes = (
+    const bets = (
       await pooled(tables.length, tables.length, async (r) => {
         const { players, currency } = tables[r]!;
         const fields = Array.from(
           { length: perRequest },
-          (_, i) => `b${i}: makeCoinflipBet(input: { wager: 2, currency: "${currency}", side: ${i % 2 ? "HEADS" : "TAILS"} }) { outcome bet { side net } }`,
+          (_, i) => `b${i}: makeCoinflipBet(input: { wager: 2, currency: "${currency}", side: ${sideOf(i)} }) { outcome balance }`,
         ).join(" ");
         const res = await gql(hubs.resolverHub.url, `mutation { ${fields} }`, {}, players[0]!.header);
         if (res.body.errors) t.same(res.body.errors, undefined);
-        return Object.values(res.body.data ?? {}) as { outcome: string; bet: { side: string; net: number } }[];
+        const data = (res.body.data ?? {}) as Record<string, { outcome: string; balance: number } | null>;
+        return Array.from({ length: perRequest }, (_, i) => {
+          const bet = data[`b${i}`];
+          if (!bet) throw new Error(`table ${r}: bet b${i} answered no payload`);
+          const { outcome, balance: after } = bet;
+          const net = after - balances[r]!;
+          balances[r] = after;
+          return { outcome, side: sideOf(i), net };
+        });
       })
     ).flat();
-    mismatched += outcomes.filter((o) => (o.outcome === o.bet.side) !== (o.bet.net > 0)).length;
+    // A win pays floor(2 × 0.99) = 1, a loss takes the wager of 2.
+    mismatched += bets.filter((b) => (b.outcome === b.side ? b.net !== 1 : b.net !== -2)).length;
+    answered.bets += bets.length;
+    answered.heads += bets.filter((b) => b.outcome === "HEADS").length;
+    answered.won += bets.filter((b) => b.net > 0).length;
     return [
-      [outcomes.filter((o) => o.outcome === "HEADS").length, outcomes.length],
-      [outcomes.filter((o) => o.bet.net > 0).length, outcomes.length],
+      [bets.filter((b) => b.outcome === "HEADS").length, bets.length],
+      [bets.filter((b) => b.net > 0).length, bets.length],
     ];
   });
-  t.equal(mismatched, 0, "won exactly when the coin landed on the chosen side");
+  t.equal(mismatched, 0, "each balance moved by the win (1) exactly when the coin landed on the chosen side, else by the wager (-2)");
   heads.report(t);
   wins.report(t);
+  const stored = await hubs.db.query(
+    `select count(*)::int as bets, count(*) filter (where outcome = 'HEADS')::int as heads, count(*) filter (where net > 0)::int as won,
+            count(*) filter (where (outcome = side) <> (net > 0))::int as mismatched
+       from app.coinflip_bet where casino_id = any($1)`,
+    [tables.map((table) => table.casinoId)],
+  );
+  t.same(stored.rows[0], { ...answered, mismatched: 0 }, "the stored bets are the answers: as many, as many heads, as many won, each won exactly when the coin landed on its side");
 });
