@@ -153,12 +153,14 @@ t.test("makeCoinflipBet: the coin is fair whichever side is chosen", async (t) =
     ).flat();
     // A win pays floor(2 × 0.99) = 1, a loss takes the wager of 2.
     mismatched += bets.filter((b) => (b.outcome === b.side ? b.net !== 1 : b.net !== -2)).length;
+    const roundHeads = bets.filter((b) => b.outcome === "HEADS").length;
+    const roundWon = bets.filter((b) => b.net > 0).length;
     answered.bets += bets.length;
-    answered.heads += bets.filter((b) => b.outcome === "HEADS").length;
-    answered.won += bets.filter((b) => b.net > 0).length;
+    answered.heads += roundHeads;
+    answered.won += roundWon;
     return [
-      [bets.filter((b) => b.outcome === "HEADS").length, bets.length],
-      [bets.filter((b) => b.net > 0).length, bets.length],
+      [roundHeads, bets.length],
+      [roundWon, bets.length],
     ];
   });
   t.equal(mismatched, 0, "each balance moved by the win (1) exactly when the coin landed on the chosen side, else by the wager (-2)");
