@@ -200,12 +200,15 @@ t.test("Transfers: a real deposit, a withdrawal stuck while the casino is down, 
   await phone.locator('table[data-testid="allHubWithdrawals"] tr.stuck').waitFor();
   await shoot(t, phone, "transfers-stuck-phone");
 
-  // Retry now: park the item an hour ahead, so that only the retry can make it due now.
-  const park = () => hub.dbPool.query("update hub.transfer_job set next_attempt_at = now() + interval '1 hour' where withdrawal_request_id = $1", [requestId]);
-  await park();
-  await sleep(300);
-  await park();
-  const parked = (await job()).attempts as number;
+  // Retry now: park the item an hour ahead, so that only the retry can make it due now. Only while
+  // no attempt holds it: an attempt in flight writes its own next attempt when it ends.
+  const parked = await waitFor("the item parked with no attempt in flight", 15_000, async () => {
+    const { rows } = await hub.dbPool.query<{ attempts: number }>(
+      "update hub.transfer_job set next_attempt_at = now() + interval '1 hour' where withdrawal_request_id = $1 and locked_by is null returning attempts",
+      [requestId],
+    );
+    return rows[0]?.attempts;
+  });
   await row.getByRole("button", { name: "Retry now", exact: true }).click();
   await row.getByRole("button", { name: "Yes, retry now", exact: true }).waitFor();
   await sleep(500);
