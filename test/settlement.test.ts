@@ -307,9 +307,11 @@ t.test("a database holding an amount the new constraints forbid refuses to migra
     await createCurrency(client, { casinoId: casino, key: "OLD", displayUnitName: "old", displayUnitScale: 1 });
     const experience = (await createExperience(client, { casinoId: casino })).id;
     userId = (await createPlayer(client, { casinoId: casino, uname: "legacy" })).id;
-    // Back to before 0017 (its constraints go with the function they call), then what an earlier
-    // version let through: a fractional balance (triggers off, so no ledger row refuses it).
+    // Back to before 0017 (its constraints go with the function they call; balance's, written out
+    // since 0025, by name), then what an earlier version let through: a fractional balance
+    // (triggers off, so no ledger row refuses it).
     await client.query("drop function hub_hidden.is_whole_amount(float8, float8) cascade");
+    await client.query("alter table hub.balance drop constraint balance_amount_whole");
     await client.query("set session_replication_role = replica");
     await client.query("insert into hub.balance (user_id, casino_id, experience_id, currency_key, amount) values ($1, $2, $3, 'OLD', 10.25)", [userId, casino, experience]);
     await client.query("reset session_replication_role");

@@ -444,6 +444,30 @@ t.test("as the superuser, every amount column refuses a fraction, NaN, 2^53 + 1 
   t.same(await books(), before, "balance, bankroll, bets and ledger unchanged");
 });
 
+/**
+ * Postgres prepares a table's checks again for every statement that writes it, and inlines a SQL
+ * function in one by parsing its body each time: the tables a bet writes have their checks written out.
+ */
+const BET_TABLES = ["hub.balance", "hub.bankroll", "hub.ledger", "hub.hash", "hub.hash_chain", "hub.outcome_bet", "hub_hidden.bankroll_slot", "hub_hidden.bankroll_pending"];
+
+t.test("no check of a table a bet writes calls a function of the hub's own", async (t) => {
+  const { rows } = await hub.dbPool.query<{ constraint: string; fn: string }>(
+    `select c.conrelid::regclass::text || '.' || c.conname as constraint, d.refobjid::regprocedure::text as fn
+       from pg_constraint c
+       join pg_depend d on d.classid = 'pg_constraint'::regclass and d.objid = c.oid and d.refclassid = 'pg_proc'::regclass
+      where c.contype = 'c' and c.conrelid = any($1::regclass[])
+      order by 1`,
+    [BET_TABLES],
+  );
+  t.same(rows, [], "every check is written out (built-in functions only)");
+  // The rule itself is held as before: the refusals above (each constraint alone, and with everything in place).
+  const held = await hub.dbPool.query<{ conname: string }>(
+    "select conname from pg_constraint where contype = 'c' and conrelid = any($1::regclass[]) and pg_get_constraintdef(oid) ~ '9007199254740991'",
+    [BET_TABLES],
+  );
+  t.ok(held.rows.length >= 11, `${held.rows.length} whole-amount checks on those tables`);
+});
+
 /** `node dist/cli.js …` against this test server's database. */
 const cli = (args: string[]) => cliOn(hub)(args);
 
