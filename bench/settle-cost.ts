@@ -1,0 +1,106 @@
+/**
+ * Postgres CPU per outcome bet, as test/outcome-bet-fairness.test.ts plays most
+ * of its bets: makeOutcomeBet on the superuser pool through one server's settle
+ * groups, 32 players on 2 casinos at once, every bet checked. It reports bets/s,
+ * the CPU of every `postgres` process on the machine (/proc) and this process's
+ * CPU, each per bet: run it on an otherwise idle machine.
+ *
+ *   npm run build && node --import tsx bench/settle-cost.ts [--bets 12800] [--sql FILE]
+ *
+ * --sql runs FILE on the test database before the bets (for example the
+ * constraints of an earlier migration put back), so a change to the money SQL
+ * can be measured against what it replaces in alternating runs of one build.
+ * The test kit's shared cluster serves it (HUB_TEST_KIT_DIR to choose one).
+ */
+import fs from "node:fs";
+import pg from "pg";
+import { defaultPlugins, HubGameConfigPlugin } from "../dist/src/index.js";
+import { createCasino, createCurrency, createExperience, createHashChain, createHouseBankroll, createPlayer, createPlayerBalance, startTestServer } from "../dist/src/exports/test.js";
+import { makeOutcomeBet } from "../dist/src/exports/hash-chain.js";
+import { createSettleGroups } from "../dist/src/fair/settle-group.js";
+import { benchArgs, positiveOption } from "./lib/args.js";
+
+const USAGE = "Usage: npm run build && node --import tsx bench/settle-cost.ts [--bets 12800] [--sql FILE]\n";
+const PLAYERS = 32;
+const CASINOS = 2;
+const OUTCOMES = [
+  { weight: 1, profit: 4.9 },
+  { weight: 2, profit: 1 },
+  { weight: 7, profit: -1 },
+];
+
+const { values } = benchArgs(USAGE, { options: { bets: { type: "string", default: "12800" }, sql: { type: "string" } } });
+const bets = positiveOption(USAGE, "bets", values.bets);
+if (bets % PLAYERS !== 0) {
+  process.stderr.write(`--bets must be a multiple of ${PLAYERS}, received ${bets}\n\n${USAGE}`);
+  process.exit(2);
+}
+
+/** utime + stime of every postgres process, in ms (exited backends are in the postmaster's cutime). */
+function postgresCpuMs(): number {
+  let ticks = 0;
+  for (const pid of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+      if (!stat.includes("(postgres)")) continue;
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return ticks * 10;
+}
+
+const hub = await startTestServer({
+  logLevel: "silent",
+  plugins: [...defaultPlugins, HubGameConfigPlugin({ outcomeBetConfigs: { GENERAL: { houseEdge: 0.01, saveOutcomes: false } } })],
+});
+const superuser = new pg.Pool({ connectionString: hub.superuserDatabaseUrl, max: PLAYERS });
+try {
+  if (values.sql) await superuser.query(fs.readFileSync(values.sql, "utf8"));
+  const casinos = await Promise.all(
+    Array.from({ length: CASINOS }, async (_, c) => {
+      const casinoId = (await createCasino(hub.dbPool, { name: `settle-cost-${c}` })).id;
+      await createCurrency(hub.dbPool, { casinoId, key: "BTC" });
+      const experienceId = (await createExperience(hub.dbPool, { casinoId })).id;
+      await createHouseBankroll(hub.dbPool, { casinoId, currencyKey: "BTC", amount: 1e12 });
+      return { casinoId, experienceId };
+    }),
+  );
+  const perPlayer = bets / PLAYERS;
+  const players = await Promise.all(
+    Array.from({ length: PLAYERS }, async (_, i) => {
+      const { casinoId, experienceId } = casinos[i % CASINOS]!;
+      const userId = (await createPlayer(hub.dbPool, { casinoId, uname: `settle-cost-${i}` })).id;
+      await createPlayerBalance(hub.dbPool, { userId, experienceId, currencyKey: "BTC", amount: 1e10 });
+      const chain = await createHashChain(hub.dbPool, { userId, casinoId, experienceId, maxIteration: perPlayer + 1 });
+      return { i, ids: { userId, casinoId, experienceId }, chainId: chain.id };
+    }),
+  );
+  const settleGroups = createSettleGroups();
+  const pg0 = postgresCpuMs();
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  await Promise.all(
+    players.map(async (p) => {
+      for (let k = 0; k < perPlayer; k++) {
+        const input = { kind: "GENERAL", wager: 100, currency: "BTC", outcomes: OUTCOMES, hashChainId: p.chainId, clientSeed: `s${p.i}-${k}` };
+        const result = await makeOutcomeBet(superuser, p.ids, input, { houseEdge: 0.01, saveOutcomes: false }, undefined, settleGroups);
+        if (result.__typename !== "HubMakeOutcomeBetSuccess") throw new Error(`bet ${k} of player ${p.i} answered ${result.__typename}`);
+      }
+    }),
+  );
+  const ms = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  const pgMs = postgresCpuMs() - pg0;
+  const load = fs.readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
+  process.stdout.write(
+    `${bets} bets in ${(ms / 1000).toFixed(1)} s (${((bets / ms) * 1000).toFixed(0)} bets/s); Postgres CPU ${(pgMs / bets).toFixed(3)} ms a bet; ` +
+      `this process ${((cpu.user + cpu.system) / 1000 / bets).toFixed(3)} ms a bet; load ${load}${values.sql ? `; with ${values.sql}` : ""}\n`,
+  );
+} finally {
+  await superuser.end();
+  await hub.stop();
+}
