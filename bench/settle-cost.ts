@@ -2,7 +2,7 @@
  * Postgres CPU per outcome bet, as test/outcome-bet-fairness.test.ts plays most
  * of its bets: makeOutcomeBet on the superuser pool through one server's settle
  * groups, 32 players on 2 casinos at once, every bet checked. It reports bets/s,
- * the CPU of every `postgres` process on the machine (/proc) and this process's
+ * the CPU of the test kit's Postgres (bench/lib/pg-cpu.ts) and this process's
  * CPU, each per bet: run it on an otherwise idle machine.
  *
  *   npm run build && node --import tsx bench/settle-cost.ts [--bets 12800] [--sql FILE]
@@ -18,7 +18,9 @@ import { defaultPlugins, HubGameConfigPlugin } from "../dist/src/index.js";
 import { createCasino, createCurrency, createExperience, createHashChain, createHouseBankroll, createPlayer, createPlayerBalance, startTestServer } from "../dist/src/exports/test.js";
 import { makeOutcomeBet } from "../dist/src/exports/hash-chain.js";
 import { createSettleGroups } from "../dist/src/fair/settle-group.js";
+import { defaultClusterDir } from "../dist/src/test-kit/cluster.js";
 import { benchArgs, positiveOption } from "./lib/args.js";
+import { postgresCpuSampler } from "./lib/pg-cpu.js";
 
 const USAGE = "Usage: npm run build && node --import tsx bench/settle-cost.ts [--bets 12800] [--sql FILE]\n";
 const PLAYERS = 32;
@@ -34,23 +36,6 @@ const bets = positiveOption(USAGE, "bets", values.bets);
 if (bets % PLAYERS !== 0) {
   process.stderr.write(`--bets must be a multiple of ${PLAYERS}, received ${bets}\n\n${USAGE}`);
   process.exit(2);
-}
-
-/** utime + stime of every postgres process, in ms (exited backends are in the postmaster's cutime). */
-function postgresCpuMs(): number {
-  let ticks = 0;
-  for (const pid of fs.readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-      if (!stat.includes("(postgres)")) continue;
-      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return ticks * 10;
 }
 
 const hub = await startTestServer({
@@ -80,7 +65,9 @@ try {
     }),
   );
   const settleGroups = createSettleGroups();
-  const pg0 = postgresCpuMs();
+  // The shared cluster runs by now (the server above started or joined it).
+  const postgresCpuUs = postgresCpuSampler(defaultClusterDir());
+  const pg0 = postgresCpuUs();
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   await Promise.all(
@@ -94,7 +81,7 @@ try {
   );
   const ms = performance.now() - t0;
   const cpu = process.cpuUsage(cpu0);
-  const pgMs = postgresCpuMs() - pg0;
+  const pgMs = (postgresCpuUs() - pg0) / 1000;
   const load = fs.readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
   process.stdout.write(
     `${bets} bets in ${(ms / 1000).toFixed(1)} s (${((bets / ms) * 1000).toFixed(0)} bets/s); Postgres CPU ${(pgMs / bets).toFixed(3)} ms a bet; ` +
