@@ -15,7 +15,9 @@
  *
  *   node --import tsx bench/suite-cpu.ts [--interval 250] [--top 25] [--out FILE] [-- command args…]
  *
- * Linux only. The command's exit status is this script's.
+ * Linux only. Run it on an otherwise idle machine: processes that ran before
+ * the command are left out, but anything else started meanwhile is counted.
+ * The command's exit status is this script's.
  */
 import { spawn } from "node:child_process";
 import fs from "node:fs";
@@ -67,8 +69,13 @@ function machineBusy(): number {
   return (f[0]! + f[1]! + f[2]! + f[5]! + f[6]! + f[7]!) / TICKS; // user nice system irq softirq steal
 }
 
+/** Postgres's programs: a postmaster or initdb started by path, or a process titled "postgres: …". */
+function isPostgres(cmd: string): boolean {
+  return cmd.startsWith("postgres") || /(^|\/)(postgres|initdb|pg_ctl)$/.test(cmd.split(" ")[0]!);
+}
+
 function kindOf(cmd: string): string {
-  if (cmd.startsWith("postgres")) return "postgres (own cluster)";
+  if (isPostgres(cmd)) return "postgres (own cluster)";
   if (/dist\/(server|cli)\.js/.test(cmd)) return "hub server or CLI";
   if (/chrom/i.test(cmd)) return "chromium";
   if (/\bnpm\b/.test(cmd)) return "npm";
@@ -94,7 +101,7 @@ function classify(proc: Proc, procs: Map<number, Proc>, testOf: Map<number, stri
   // A node running the file: tap's runner, npx and a shell name the files on their command lines too.
   const [program, script] = proc.cmd.split(" ");
   if (file && /(^|\/)node$/.test(program!) && !/(^|\/)(npx|npm|tap)$|\/tap\/dist\//.test(script ?? "")) return { file, kind: "test process" };
-  if (proc.cmd.startsWith("postgres")) return { kind: "postgres (test kit: its own processes, create and drop database)" };
+  if (isPostgres(proc.cmd)) return { kind: "postgres (test kit: its own processes, create and drop database)" };
   if (/\btsc\b/.test(proc.cmd)) return { kind: "tsc (build, type check)" };
   if (/\btap\b/.test(proc.cmd)) return { kind: "tap runner" };
   if (/\bnpm\b/.test(proc.cmd)) return { kind: "npm" };
@@ -129,9 +136,10 @@ function sample(first: boolean): void {
   for (const [pid, proc] of procs) {
     if (pid === process.pid) continue;
     let entry = seen.get(pid);
-    // A process's title changes (Postgres backends report their state); its program only on exec.
+    // A Postgres backend's title changes with its state; any other process's program only on exec (or a
+    // backend first seen as its postmaster, just forked, before it takes its title).
     const argv0 = proc.cmd.split(" ")[0]!;
-    if (!entry || (entry.argv0 !== argv0 && !argv0.startsWith("postgres"))) {
+    if (!entry || (entry.argv0 !== argv0 && !(entry.argv0.startsWith("postgres") && argv0.startsWith("postgres")))) {
       const { file, kind } = first ? { file: undefined, kind: "before the command" } : classify(proc, procs, testOf, process.pid);
       if (kind === "test process") testOf.set(pid, file!);
       else testOf.delete(pid);
