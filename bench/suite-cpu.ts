@@ -22,15 +22,17 @@
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import { benchArgs, positiveOption } from "./lib/args.js";
+import { clockTicks, procStat } from "./lib/proc-stat.js";
 
 const USAGE = "Usage: node --import tsx bench/suite-cpu.ts [--interval 250] [--top 25] [--out FILE] [-- command args…]\n";
 const argv = process.argv.slice(2);
 const dashes = argv.indexOf("--");
 const command = dashes >= 0 ? argv.slice(dashes + 1) : ["npm", "test"];
-process.argv.splice(2, argv.length, ...(dashes >= 0 ? argv.slice(0, dashes) : argv));
-const { values } = benchArgs(USAGE, {
-  options: { interval: { type: "string", default: "250" }, top: { type: "string", default: "25" }, out: { type: "string" } },
-});
+const { values } = benchArgs(
+  USAGE,
+  { options: { interval: { type: "string", default: "250" }, top: { type: "string", default: "25" }, out: { type: "string" } } },
+  dashes >= 0 ? argv.slice(0, dashes) : argv,
+);
 const INTERVAL = positiveOption(USAGE, "interval", values.interval);
 const TOP = positiveOption(USAGE, "top", values.top);
 if (command.length === 0) {
@@ -42,7 +44,7 @@ if (!fs.existsSync("/proc/self/stat")) {
   process.exit(2);
 }
 
-const TICKS = 100; // USER_HZ on Linux
+const TICKS = clockTicks();
 const TEST_FILE = /(test\/[\w.-]+\.test\.ts)/;
 // The test kit's database names: hub_tk_<host tag>_<pid>_<counter>_<random> (src/test-kit/cluster.ts).
 const KIT_DATABASE = /hub_tk_[0-9a-f]+_(\d+)_\d+_[0-9a-f]{6}/;
@@ -54,11 +56,10 @@ interface Proc {
 }
 
 function readProc(pid: number): Proc | undefined {
+  const stat = procStat(pid);
   try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0/g, " ").trim();
-    return { ppid: Number(f[1]), cpu: (Number(f[11]) + Number(f[12])) / TICKS, cmd };
+    return stat && { ppid: stat.ppid, cpu: stat.ticks / TICKS, cmd };
   } catch {
     return undefined; // exited meanwhile
   }
@@ -83,14 +84,14 @@ function kindOf(cmd: string): string {
 }
 
 /** Which test file and kind a process's CPU belongs to. */
-function classify(proc: Proc, procs: Map<number, Proc>, testOf: Map<number, string>, self: number): { file?: string; kind: string } {
+function classify(proc: Proc, procs: Map<number, Proc>): { file?: string; kind: string } {
   if (proc.cmd.startsWith("postgres: ")) {
     const owner = KIT_DATABASE.exec(proc.cmd)?.[1];
     const file = owner && testOf.get(Number(owner));
     if (file) return { file, kind: "postgres (test kit)" };
   }
   // Started by a test file's process, at any depth (a test of a scaffolded project runs tests of its own).
-  for (let pid = proc.ppid, depth = 0; pid > 1 && pid !== self && depth < 40; depth++) {
+  for (let pid = proc.ppid, depth = 0; pid > 1 && pid !== process.pid && depth < 40; depth++) {
     const file = testOf.get(pid);
     if (file) return { file, kind: kindOf(proc.cmd) };
     const parent = procs.get(pid) ?? readProc(pid);
@@ -112,11 +113,12 @@ interface Seen {
   cpu: number;
   argv0: string;
   file?: string;
-  kind: string;
+  /** Undefined for a process that ran before the command: not charged. */
+  kind?: string;
 }
 
 const seen = new Map<number, Seen>();
-const testOf = new Map<number, string>();
+const testOf = new Map<number, string>(); // pid of a test file's process -> the file
 const charged = new Map<string, Map<string, number>>(); // file (or "") -> kind -> seconds
 
 function charge(file: string | undefined, kind: string, seconds: number): void {
@@ -140,13 +142,13 @@ function sample(first: boolean): void {
     // backend first seen as its postmaster, just forked, before it takes its title).
     const argv0 = proc.cmd.split(" ")[0]!;
     if (!entry || (entry.argv0 !== argv0 && !(entry.argv0.startsWith("postgres") && argv0.startsWith("postgres")))) {
-      const { file, kind } = first ? { file: undefined, kind: "before the command" } : classify(proc, procs, testOf, process.pid);
+      const { file, kind } = first ? { file: undefined, kind: undefined } : classify(proc, procs);
       if (kind === "test process") testOf.set(pid, file!);
       else testOf.delete(pid);
       entry = { cpu: entry?.cpu ?? (first ? proc.cpu : 0), argv0, file, kind };
       seen.set(pid, entry);
     }
-    if (proc.cpu > entry.cpu) charge(entry.file, entry.kind, proc.cpu - entry.cpu);
+    if (entry.kind && proc.cpu > entry.cpu) charge(entry.file, entry.kind, proc.cpu - entry.cpu);
     entry.cpu = proc.cpu;
   }
 }
@@ -155,7 +157,6 @@ function report(wallSeconds: number, busySeconds: number): string {
   const total = (kinds: Map<string, number>) => [...kinds.values()].reduce((a, b) => a + b, 0);
   const byKind = new Map<string, number>();
   for (const kinds of charged.values()) for (const [kind, s] of kinds) byKind.set(kind, (byKind.get(kind) ?? 0) + s);
-  byKind.delete("before the command");
   const files = [...charged].filter(([file]) => file !== "").sort((a, b) => total(b[1]) - total(a[1]));
   const attributed = [...byKind.values()].reduce((a, b) => a + b, 0);
   const lines = [

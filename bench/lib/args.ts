@@ -5,10 +5,11 @@ import { parseArgs, type ParseArgsConfig } from "node:util";
  * passes through is dropped): `--help` or `-h` prints the usage and exits 0;
  * a command line parseArgs refuses (an unknown option, a missing value)
  * prints its one-line reason and the usage and exits 2, where a stack trace
- * used to say the same less clearly.
+ * used to say the same less clearly. `argv`: the arguments to read, when not
+ * all of the command line's are the script's own.
  */
-export function benchArgs<T extends ParseArgsConfig>(usage: string, config: T): ReturnType<typeof parseArgs<T>> {
-  const args = process.argv.slice(2).filter((a) => a !== "--");
+export function benchArgs<T extends ParseArgsConfig>(usage: string, config: T, argv = process.argv.slice(2)): ReturnType<typeof parseArgs<T>> {
+  const args = argv.filter((a) => a !== "--");
   if (args.includes("--help") || args.includes("-h")) {
     process.stdout.write(usage);
     process.exit(0);

@@ -5,17 +5,9 @@
  * cost: together with the server's own CPU it tells how much of a request the
  * HTTP architecture can possibly change. Linux only; NaN elsewhere.
  */
-import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-
-function clockTicks(): number {
-  try {
-    return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
-  } catch {
-    return 100;
-  }
-}
+import { clockTicks, procStat } from "./proc-stat.js";
 
 /** A function returning the cumulative CPU µs of the Postgres of dataDir. */
 export function postgresCpuSampler(dataDir: string): () => number {
@@ -31,21 +23,11 @@ export function postgresCpuSampler(dataDir: string): () => number {
     let ticks = 0;
     for (const entry of fs.readdirSync("/proc")) {
       if (!/^\d+$/.test(entry)) continue;
-      let stat: string;
-      try {
-        stat = fs.readFileSync(`/proc/${entry}/stat`, "utf8");
-      } catch {
-        continue; // exited meanwhile
-      }
-      // Fields after "(comm) ": state ppid … utime(14) stime(15) cutime(16) cstime(17).
-      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      const pid = Number(entry);
-      if (pid === postmaster) {
-        // cutime/cstime: children that have exited (a backend whose connection closed) keep counting.
-        ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
-      } else if (Number(f[1]) === postmaster) {
-        ticks += Number(f[11]) + Number(f[12]);
-      }
+      const stat = procStat(entry);
+      if (!stat) continue; // exited meanwhile
+      // The postmaster's children that have exited (a backend whose connection closed) keep counting.
+      if (Number(entry) === postmaster) ticks += stat.ticks + stat.childTicks;
+      else if (stat.ppid === postmaster) ticks += stat.ticks;
     }
     return ticks * usPerTick;
   };
