@@ -102,7 +102,7 @@ t.test("a dump of a database the hub used restores into a new database, and a hu
   await createCurrency(db, { casinoId, key: "BTC", displayUnitName: "bits", displayUnitScale: 100 });
   const experienceId = (await createExperience(db, { casinoId })).id;
   await createHouseBankroll(db, { casinoId, currencyKey: "BTC", amount: 100_000_000 });
-  const players = [];
+  const players: { header: { authorization: string }; hashChainId: string }[] = [];
   for (let i = 0; i < 3; i++) {
     const userId = (await createPlayer(db, { casinoId, uname: `backup-${i}` })).id;
     await createPlayerBalance(db, { userId, experienceId, currencyKey: "BTC", amount: 100_000 });
