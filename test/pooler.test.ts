@@ -4,7 +4,8 @@
  * ini block of that page, in front of the test kit's cluster; two instances
  * with DATABASE_URL and SUPERUSER_DATABASE_URL through it and
  * DIRECT_DATABASE_URL straight to Postgres. Bets (hubMakeOutcomeBet and a
- * reference game), a live alert and a revocation across the two instances.
+ * reference game), a live alert and a revocation across the two instances,
+ * a deposit pulled from a casino and a withdrawal sent to it (sim-casino).
  * PgBouncer's pool is smaller than the instances' pools, so their
  * transactions are spread over shared server connections, where a named
  * prepared statement or a session setting would break.
@@ -18,7 +19,11 @@ import { startAndListen, type RunningServer } from "@hubpkg/hub";
 import { defaultPlugins, HubGameConfigPlugin } from "../dist/src/index.js";
 import { CoinflipBetPlugin } from "../dist/plugins/coinflip-bet.js";
 import { gql } from "./helpers/http.js";
-import { makePlayer } from "./helpers/credentials.js";
+import { makeOperator, makePlayer } from "./helpers/credentials.js";
+import { createPlayer } from "../dist/src/exports/test.js";
+import { createSession } from "../dist/src/auth/credentials.js";
+import { startSimCasino } from "./helpers/sim-casino.js";
+import { addSimCasino, FAST_TRANSFERS, ok, reconcile, waitFor } from "./helpers/transfers.js";
 import { sharedClusterDatabase } from "./helpers/shared-database.js";
 import { iniBlockAfter, PGBOUNCER, startPgBouncer } from "./helpers/pgbouncer.js";
 import { feed, wsClient } from "./helpers/ws.js";
@@ -44,7 +49,7 @@ t.test("a pooler without DIRECT_DATABASE_URL is refused, naming it", async (t) =
   await t.rejects(startAndListen({ ...base, databasePooler: "session" as never }), { code: "HUB_OPTION_INVALID", message: /expected one of none, transaction/ });
 });
 
-t.test("two instances behind PgBouncer in transaction mode: bets, a reference game, live alerts and revocations", async (t) => {
+t.test("two instances behind PgBouncer in transaction mode: bets, a reference game, live alerts, revocations, a deposit and a withdrawal", async (t) => {
   const database = await sharedClusterDatabase(t);
   const su = credentialsOf(database.SUPERUSER_DATABASE_URL);
   const auth = credentialsOf(database.DATABASE_URL);
@@ -62,6 +67,7 @@ t.test("two instances behind PgBouncer in transaction mode: bets, a reference ga
     logLevel: "warn" as const,
     // Revocations must reach the other instance by NOTIFY, not by its cache expiring.
     identityCacheTtlMs: 600_000,
+    transfers: FAST_TRANSFERS,
     extraPgSchemas: ["app"],
     userDatabaseMigrationsPath: MIGRATIONS,
     plugins: [...defaultPlugins, CoinflipBetPlugin, HubGameConfigPlugin({ outcomeBetConfigs: { GENERAL: { houseEdge: 0.01, saveOutcomes: false } }, hashChainLength: 1000 })],
@@ -138,6 +144,29 @@ t.test("two instances behind PgBouncer in transaction mode: bets, a reference ga
     if ((seen as { hubCurrentUser: unknown }).hubCurrentUser === null) break;
   }
   t.same(seen, { hubCurrentUser: null }, "b refuses it: the revocation's NOTIFY reached b's LISTEN on the direct connection");
+
+  // Deposits and withdrawals with a casino: both instances' transfer workers share the outbox through the pooler.
+  const casino = await startSimCasino();
+  t.teardown(() => casino.close());
+  const operator = (await makeOperator(database.SUPERUSER_DATABASE_URL)).header;
+  const simCasinoId = await addSimCasino(a.url, operator, casino, { poll: true });
+  const alice = await createPlayer(db, { casinoId: simCasinoId, uname: "alice" });
+  const experienceId = (await db.query<{ id: string }>("insert into hub.experience (casino_id, name) values ($1, 'main') returning id", [simCasinoId])).rows[0]!.id;
+  const aliceHeader = { authorization: `session:${(await createSession(db, { userId: alice.id, casinoId: simCasinoId, experienceId })).token}` };
+  casino.fund("alice", "BTC", 1000);
+  casino.deposit("alice", "BTC", 700);
+  const BTC = '{ hubCurrentUser { hubBalanceByCurrency(currency: "BTC") { amount } } }';
+  const btcOn = async (url: string) => (await ok(url, aliceHeader, BTC)).hubCurrentUser.hubBalanceByCurrency?.amount ?? 0;
+  await waitFor("the casino's deposit pulled and credited", 20_000, async () => (await btcOn(b.url)) === 700);
+  const WITHDRAW = 'mutation { hubWithdraw(input: { currencyKey: "BTC", amount: 300 }) { withdrawalRequest { id } } }';
+  await ok(b.url, aliceHeader, WITHDRAW);
+  await waitFor("the withdrawal sent and completed", 20_000, async () => casino.balance("alice", "BTC") === 600);
+  t.equal(await btcOn(a.url), 400, "deposit 700, withdrawal 300: 400 left, seen on the other instance");
+  const books = await waitFor("the books settled", 20_000, async () => {
+    const r = await reconcile(database.SUPERUSER_DATABASE_URL, simCasinoId, casino);
+    return r.pending === 0 ? r : undefined;
+  });
+  t.same(books.problems, [], "the casino's ledger and the hub's agree");
 
   // Straight on Postgres, each instance keeps its LISTEN connection; the migrations' connection is closed.
   const { rows } = await db.query<{ name: string; n: number }>(
