@@ -30,7 +30,16 @@ export interface HubConfig {
   introspection: boolean;
   /** Where the operator's dashboard is served (default /admin), or false: not served. */
   dashboard: string | false;
+  /** HUB_MAX_CONNECTIONS: the most connections this instance opens in all (src/db/connection-budget.ts); undefined: the pools' own sizes. */
+  maxConnections: { value: number; from: "env" | "option" } | undefined;
+  /** DIRECT_DATABASE_URL: a superuser connection that bypasses any pooler, for LISTEN and migrations. */
+  directDatabaseUrl: string | undefined;
+  /** HUB_DATABASE_POOLER: "transaction" when the URLs lead to a transaction pooler (PgBouncer). */
+  databasePooler: DatabasePooler;
 }
+
+export const DATABASE_POOLERS = ["none", "transaction"] as const;
+export type DatabasePooler = (typeof DATABASE_POOLERS)[number];
 
 export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -80,6 +89,15 @@ export const RULES = {
     env: (raw) => (raw === "on" ? { value: DEFAULT_DASHBOARD_PATH } : raw === "off" ? { value: false } : parse.dashboardPath(raw, "on, off or")),
     option_: (v) => (v === true ? { value: DEFAULT_DASHBOARD_PATH } : v === false ? { value: false } : parse.dashboardPath(v, "true, false or")),
   } as Rule<string | false>,
+  // The connection budget and the pooler (docs/deployment.md).
+  maxConnections: {
+    variable: "HUB_MAX_CONNECTIONS",
+    option: "maxConnections",
+    env: (raw) => (/^\d{1,6}$/.test(raw) ? parse.integerAtLeast(1)(Number(raw)) : { expected: "an integer >= 1" }),
+    option_: parse.integerAtLeast(1),
+  } as Rule<number>,
+  directDatabaseUrl: { variable: "DIRECT_DATABASE_URL", option: "directDatabaseUrl", env: parse.postgresUrl, option_: parse.postgresUrl } as Rule<string>,
+  databasePooler: { variable: "HUB_DATABASE_POOLER", option: "databasePooler", env: parse.oneOf(DATABASE_POOLERS), option_: parse.oneOf(DATABASE_POOLERS) } as Rule<DatabasePooler>,
 } satisfies Record<string, Rule<unknown>>;
 
 type Settings = typeof RULES;
@@ -140,7 +158,38 @@ export function readConfig(env: Env = process.env, options: ConfigOptions = {}):
     dashboard: pick("dashboard")?.value ?? DEFAULT_DASHBOARD_PATH,
     // Anyone can mint playground players: never on in production unless asked for.
     playground: pick("playground")?.value ?? (databaseUrl === undefined && nodeEnv !== "production"),
+    ...sessionSettings(databaseUrl, pick),
   };
+}
+
+/**
+ * The connection budget, and what needs a session: behind a transaction
+ * pooler, LISTEN and the migrations' advisory lock go to DIRECT_DATABASE_URL,
+ * so a pooler without it is refused, and so is either with the embedded database.
+ */
+function sessionSettings(
+  databaseUrl: string | undefined,
+  pick: <K extends "maxConnections" | "directDatabaseUrl" | "databasePooler">(key: K) => { value: ValueOf<K>; source: Source } | undefined,
+): Pick<HubConfig, "maxConnections" | "directDatabaseUrl" | "databasePooler"> {
+  const max = pick("maxConnections");
+  const direct = pick("directDatabaseUrl");
+  const pooler = pick("databasePooler");
+  const databasePooler = pooler?.value ?? "none";
+  if (databaseUrl === undefined && direct) {
+    throw invalid(RULES.directDatabaseUrl, direct.source, direct.value, "unset with the embedded database (it has no pooler); set it with DATABASE_URL and SUPERUSER_DATABASE_URL");
+  }
+  if (databasePooler === "transaction" && databaseUrl === undefined) {
+    throw invalid(RULES.databasePooler, pooler!.source, pooler!.value, "none with the embedded database; transaction only with DATABASE_URL and SUPERUSER_DATABASE_URL leading to the pooler");
+  }
+  if (databasePooler === "transaction" && !direct) {
+    throw invalid(
+      RULES.directDatabaseUrl,
+      pooler!.source,
+      undefined,
+      `a postgres:// URL whenever ${nameOf(RULES.databasePooler, pooler!.source)} is transaction: a superuser connection straight to Postgres, bypassing the pooler, for what needs a session of its own (LISTEN, migrations and their advisory lock)`,
+    );
+  }
+  return { maxConnections: max && { value: max.value, from: max.source }, directDatabaseUrl: direct?.value, databasePooler };
 }
 
 /**

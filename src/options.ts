@@ -76,6 +76,14 @@ export interface ServerOptions {
   websocket?: Partial<WebSocketLimits>;
   /** Deposits and withdrawals with casinos: the worker's intervals, timeouts and connector kinds (README: "Deposits and withdrawals"). */
   transfers?: import("./transfers/options.js").TransferOptions;
+  /** The most connections to Postgres this instance opens in all, split across its pools (HUB_MAX_CONNECTIONS; docs/deployment.md). */
+  maxConnections?: number;
+  /** Each pool's most connections, instead of its share of maxConnections (or of today's defaults). */
+  pools?: { graphql?: number; superuser?: number; credentials?: number; transferWorker?: number };
+  /** A superuser URL straight to Postgres, bypassing any pooler: LISTEN and migrations (DIRECT_DATABASE_URL). */
+  directDatabaseUrl?: string;
+  /** "transaction" when the database URLs lead to a transaction pooler such as PgBouncer (HUB_DATABASE_POOLER). */
+  databasePooler?: "none" | "transaction";
 }
 
 const integerAtLeast = (min: number) => ({ type: "integer", minimum: min, expected: `an integer >= ${min}` });
@@ -122,6 +130,15 @@ const OPTION_SCHEMAS: Record<keyof ServerOptions, object> = {
   handleSignals: trueOrFalse,
   websocket: WEBSOCKET_OPTION_SCHEMA,
   transfers: TRANSFER_OPTIONS_SCHEMA,
+  maxConnections: checkedWithTheEnvironment,
+  pools: {
+    type: "object",
+    expected: "an object with any of graphql, superuser, credentials, transferWorker (each an integer >= 1)",
+    additionalProperties: false,
+    properties: { graphql: integerAtLeast(1), superuser: integerAtLeast(1), credentials: integerAtLeast(1), transferWorker: integerAtLeast(1) },
+  },
+  directDatabaseUrl: checkedWithTheEnvironment,
+  databasePooler: checkedWithTheEnvironment,
 };
 
 export const KNOWN_OPTIONS = Object.keys(OPTION_SCHEMAS) as (keyof ServerOptions)[];

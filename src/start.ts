@@ -8,7 +8,9 @@ import { readConfig, type HubConfig } from "./config.js";
 import { createLogger, type Logger } from "./logger.js";
 import { endPool, openDatabase, retryWhileEmbeddedRestarts, startupError, type OpenedDatabase, type PrewarmedDatabase } from "./db/database.js";
 import { openPools, ensureRoleSwitch, type HubPools } from "./db/pools.js";
-import { migrate } from "./db/migrate.js";
+import { migrate, migrateDirect } from "./db/migrate.js";
+import { checkServerConnectionLimit, planConnections, type ConnectionPlan } from "./db/connection-budget.js";
+import { checkTlsFiles } from "./db/connection-errors.js";
 import { warnAboutGrants } from "./db/grants.js";
 import { validateOptions, type ServerOptions } from "./options.js";
 import { makePreset } from "./graphql/preset.js";
@@ -76,6 +78,19 @@ const LISTEN_BACKLOG = 4096;
  * and the pipelined adaptor on it (src/db/pipelined-adaptor.ts). One choice for both.
  */
 const PIPELINED_GRAPHQL = true;
+/** Behind a transaction pooler the stock adaptor: a pipelined batch could span two of the pooler's transactions. */
+const pipelinedGraphQL = (config: HubConfig) => PIPELINED_GRAPHQL && config.databasePooler === "none";
+
+/** This instance's connections (src/db/connection-budget.ts), from the budget, the pools option and the transfer worker. */
+function connectionPlan(options: ServerOptions, config: HubConfig, server: ServerState): ConnectionPlan {
+  const transfers = server.transfers.options;
+  return planConnections({
+    maxConnections: config.maxConnections?.value,
+    maxConnectionsFrom: config.maxConnections?.from ?? "env",
+    pools: options.pools,
+    transferWorker: transfers.worker ? transfers.concurrency + 1 : 0,
+  });
+}
 
 /**
  * Stop accepting, let in-flight requests finish, and after timeoutMs cut the
@@ -173,16 +188,28 @@ function closeCore(core: Core, server: ServerState): Promise<void> {
 /** The database, its pools and migrations, and the transfer worker: everything that needs no schema. */
 async function openDatabaseSide(server: ServerState, core: Core, options: ServerOptions, config: HubConfig, prewarmed: PrewarmedDatabase | undefined): Promise<HubPools> {
   const { log } = server;
+  const plan = connectionPlan(options, config, server);
   const db = await (prewarmed?.adopt(config) ?? openDatabase(config, log));
   core.db = db;
   await prewarmed?.discard();
   const urls = { databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl };
-  const pools = await retryWhileEmbeddedRestarts(db, () => openPools(urls, log, { graphqlPipeline: PIPELINED_GRAPHQL, databaseUrlVariable: config.databaseUrlVariable }));
+  if (!db.embedded) {
+    checkTlsFiles(config.databaseUrlVariable, urls.databaseUrl);
+    checkTlsFiles("SUPERUSER_DATABASE_URL", urls.superuserDatabaseUrl);
+    if (config.directDatabaseUrl) checkTlsFiles("DIRECT_DATABASE_URL", config.directDatabaseUrl);
+  }
+  const unnamedStatements = config.databasePooler === "transaction";
+  const pools = await retryWhileEmbeddedRestarts(db, () =>
+    openPools(urls, log, { graphqlPipeline: pipelinedGraphQL(config), databaseUrlVariable: config.databaseUrlVariable, sizes: plan, unnamedStatements }),
+  );
   core.pools = pools;
   // Connected while the rest starts, so the first credential lookup finds a warm connection.
   pools.credentials.query("select 1").catch(() => undefined);
-  await retryWhileEmbeddedRestarts(db, () => migrate(pools.superuser, { userMigrationsPath: options.userDatabaseMigrationsPath, log }));
+  const migrations = { userMigrationsPath: options.userDatabaseMigrationsPath, log };
+  await retryWhileEmbeddedRestarts(db, () => (config.directDatabaseUrl ? migrateDirect(config.directDatabaseUrl, migrations) : migrate(pools.superuser, migrations)));
   await ensureRoleSwitch(pools, log, config.databaseUrlVariable);
+  // Behind a pooler the server's max_connections bounds the pooler, not this instance's pools.
+  if (config.databasePooler === "none") await checkServerConnectionLimit(pools.superuser, plan, log);
   // Warnings only: a table GraphQL cannot read fails the requests that use it, not the start.
   await warnAboutGrants(pools.superuser, options.extraPgSchemas ?? [], log);
   server.pools = pools;
@@ -191,7 +218,7 @@ async function openDatabaseSide(server: ServerState, core: Core, options: Server
   await core.sweep.first;
   // Deposits and withdrawals with casinos: every instance runs a worker on the shared outbox.
   if (server.transfers.options.worker) {
-    const worker = startTransferWorker(urls.superuserDatabaseUrl, server.transfers.options, log);
+    const worker = startTransferWorker(urls.superuserDatabaseUrl, server.transfers.options, log, { max: plan.transferWorker, unnamedStatements });
     const unregister = server.transfers.register(worker);
     core.worker = { wake: () => worker.wake(), stop: () => (unregister(), worker.stop()) };
   }
@@ -213,7 +240,8 @@ interface GraphQLSide {
 /** The identity resolver, the LISTEN connection and the schema, built while the HTTP modules load. */
 function openGraphQLSide(server: ServerState, core: Core, pools: HubPools, options: ServerOptions, config: HubConfig): GraphQLSide {
   const { log } = server;
-  const superuserUrl = core.db!.superuserUrl;
+  // LISTEN needs a session of its own: straight to Postgres when a pooler is in the way.
+  const superuserUrl = config.directDatabaseUrl ?? core.db!.superuserUrl;
   // Plugins get, per request, a view of the superuser pool bounded per player / API key.
   const identityLimiter = createIdentityPoolLimiter(pools.superuser, {
     connections: options.perIdentityConnections ?? DEFAULT_IDENTITY_LIMITS.connections,
@@ -243,7 +271,7 @@ function openGraphQLSide(server: ServerState, core: Core, pools: HubPools, optio
       plugins: [...(options.plugins ?? defaultPlugins), ...(config.playground ? [HubPlaygroundPlugin] : [])],
       extraPgSchemas: options.extraPgSchemas ?? [],
       graphqlPool: pools.graphql,
-      pipelinedPg: PIPELINED_GRAPHQL,
+      pipelinedPg: pipelinedGraphQL(config),
       requestInfo: (requestContext) => requestInfo.read!(requestContext),
       superuserPool: pools.superuser,
       superuserPoolFor: identityLimiter.poolFor,

@@ -11,7 +11,10 @@ import type * as Tap from "tap";
 import { startAndListen } from "@hubpkg/hub";
 import { tmpDir } from "./helpers/tmp.js";
 
-const SETTINGS_VARIABLES = ["PORT", "HOST", "LOG_LEVEL", "HUB_DATA_DIR", "DATABASE_URL", "SUPERUSER_DATABASE_URL", "HUB_PLAYGROUND", "HUB_INTROSPECTION", "POSTGRAPHILE_DATABASE_URL", "LOG_PRETTY", "HUB_DASHBOARD"];
+const SETTINGS_VARIABLES = [
+  "PORT", "HOST", "LOG_LEVEL", "HUB_DATA_DIR", "DATABASE_URL", "SUPERUSER_DATABASE_URL", "HUB_PLAYGROUND", "HUB_INTROSPECTION", "POSTGRAPHILE_DATABASE_URL", "LOG_PRETTY", "HUB_DASHBOARD",
+  "HUB_MAX_CONNECTIONS", "DIRECT_DATABASE_URL", "HUB_DATABASE_POOLER",
+];
 
 /** startAndListen with these environment variables (and no other setting variable) in place. */
 async function startWithEnv(env: Record<string, string>, options: Record<string, unknown>) {
@@ -84,12 +87,26 @@ const cases: Case[] = [
   { rule: "playground: on/off", option: { playground: "yes" }, env: { HUB_PLAYGROUND: "yes" }, names: ["playground", "HUB_PLAYGROUND"], expected: /on, off or auto/, optionExpected: /true or false/ },
   { rule: "introspection: on/off", option: { introspection: 1 }, env: { HUB_INTROSPECTION: "1" }, names: ["introspection", "HUB_INTROSPECTION"], expected: /on or off/, optionExpected: /true or false/ },
   { rule: "dashboard: on/off or a path", option: { dashboard: "admin" }, env: { HUB_DASHBOARD: "admin" }, names: ["dashboard", "HUB_DASHBOARD"], expected: /^on, off or a path such as \/admin/, optionExpected: /^true, false or a path such as \/admin/ },
+  { rule: "maxConnections: an integer >= 1", option: { maxConnections: 0 }, env: { HUB_MAX_CONNECTIONS: "0" }, names: ["maxConnections", "HUB_MAX_CONNECTIONS"], expected: /^an integer >= 1\.$/ },
+  { rule: "maxConnections: enough for every pool", option: { maxConnections: 5 }, env: { HUB_MAX_CONNECTIONS: "5" }, names: ["maxConnections", "HUB_MAX_CONNECTIONS"], expected: /^an integer >= 8: an instance needs at least LISTEN 1/ },
+  { rule: "databasePooler: none or transaction", option: { databasePooler: "session" }, env: { HUB_DATABASE_POOLER: "session" }, names: ["databasePooler", "HUB_DATABASE_POOLER"], expected: /one of none, transaction/ },
+  {
+    rule: "databasePooler: transaction needs the direct URL",
+    option: { databaseUrl: PG, superuserDatabaseUrl: PG, databasePooler: "transaction" },
+    env: { DATABASE_URL: PG, SUPERUSER_DATABASE_URL: PG, HUB_DATABASE_POOLER: "transaction" },
+    names: ["directDatabaseUrl", "DIRECT_DATABASE_URL"],
+    expected: /^a postgres:\/\/ URL whenever .* is transaction: .*bypassing the pooler/,
+  },
+  { rule: "directDatabaseUrl: a postgres URL", option: { databaseUrl: PG, superuserDatabaseUrl: PG, directDatabaseUrl: "mysql://x@y/z" }, env: { DATABASE_URL: PG, SUPERUSER_DATABASE_URL: PG, DIRECT_DATABASE_URL: "mysql://x@y/z" }, names: ["directDatabaseUrl", "DIRECT_DATABASE_URL"], expected: /postgres:\/\// },
   { rule: "dashboard: not a path the hub uses", option: { dashboard: "/graphql" }, env: { HUB_DASHBOARD: "/graphql" }, names: ["dashboard", "HUB_DASHBOARD"], expected: /not \/ nor \/graphql/, optionExpected: /not \/ nor \/graphql/ },
 ];
 
 const expectedPart = (message: string) => /, expected (.*)$/.exec(message)?.[1];
 /** The same wording once each option's name and its variable's name are made one. */
 const PAIRS: [string, string][] = [
+  ["directDatabaseUrl", "DIRECT_DATABASE_URL"],
+  ["databasePooler", "HUB_DATABASE_POOLER"],
+  ["maxConnections", "HUB_MAX_CONNECTIONS"],
   ["superuserDatabaseUrl", "SUPERUSER_DATABASE_URL"],
   ["databaseUrl", "DATABASE_URL"],
   ["port", "PORT"],

@@ -104,7 +104,8 @@ async function main(argv: string[]): Promise<number> {
     opening = openDatabase(config, log);
     const db = await opening;
     if (interrupted) return 1;
-    pool = await connect(db.superuserUrl, log);
+    // Straight to Postgres when a pooler is in the way: migrate() holds a session's advisory lock.
+    pool = await connect(config.directDatabaseUrl ?? db.superuserUrl, log);
     // The CLI does not know the application's userDatabaseMigrationsPath, so
     // migrate() would warn that every applied user migration has no file; only
     // an explicit LOG_LEVEL shows its messages.

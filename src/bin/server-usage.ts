@@ -14,6 +14,10 @@ variables, read at start-up (docs/configuration.md):
 
   DATABASE_URL, SUPERUSER_DATABASE_URL
                    Postgres to use; both unset: the embedded Postgres
+  DIRECT_DATABASE_URL, HUB_DATABASE_POOLER
+                   behind a transaction pooler (PgBouncer): transaction, and
+                   a superuser URL straight to Postgres (docs/deployment.md)
+  HUB_MAX_CONNECTIONS  the most connections this instance opens (default 39)
   HUB_DATA_DIR     the embedded Postgres's data (default ./.hub)
   PORT, HOST       where to listen (default 4000 on 127.0.0.1; 0.0.0.0 in production)
   NODE_ENV         development (default), production or test

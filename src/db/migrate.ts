@@ -1,10 +1,12 @@
-import type pg from "pg";
+import pg from "pg";
 import { HubError, invalidArgument } from "../errors.js";
 import { logger, type Logger } from "../logger.js";
 import { isInClientTransaction } from "./pools.js";
 import { readCoreMigrations } from "./core-migrations.js";
 import { readMigrationFolder, type Migration } from "./migration-files.js";
 import { queryFile } from "./query-files.js";
+import { connectFailed } from "./connection-errors.js";
+import { endPool } from "./database.js";
 
 const MIGRATION_TABLE = queryFile("migration-table");
 
@@ -122,4 +124,22 @@ async function migrateOnClient(client: pg.ClientBase, options: { userMigrationsP
     await client.query("select pg_advisory_unlock($1)", [MIGRATION_LOCK_KEY]).catch(() => undefined);
   }
   return { applied };
+}
+
+/**
+ * migrate() on a connection of its own to `url` (DIRECT_DATABASE_URL), closed
+ * once done: the advisory lock is a session's, which a transaction pooler
+ * would hand to another client between two statements.
+ */
+export async function migrateDirect(url: string, options: { userMigrationsPath?: string | undefined; log: Logger }): Promise<{ applied: string[] }> {
+  const pool = new pg.Pool({ connectionString: url, max: 1, application_name: "hub:migrate", connectionTimeoutMillis: 10_000 });
+  pool.on("error", () => undefined); // the query that used a lost connection reports it
+  try {
+    await pool.query("select 1").catch((error: unknown) => {
+      throw connectFailed("DIRECT_DATABASE_URL", url, error);
+    });
+    return await migrate(pool, options);
+  } finally {
+    await endPool(pool);
+  }
 }

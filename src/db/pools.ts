@@ -1,7 +1,8 @@
 import pg from "pg";
 import { HubError } from "../errors.js";
 import type { Logger } from "../logger.js";
-import { redactUrl } from "../config.js";
+import { connectFailed } from "./connection-errors.js";
+import { DEFAULT_POOL_SIZES } from "./connection-budget.js";
 import { forwardingProxy } from "../forwarding-proxy.js";
 import { codePoolSaturation } from "./error-class.js";
 import { currentServer } from "../server-state.js";
@@ -19,13 +20,28 @@ export interface HubPools {
 }
 
 /** Size of the credentials pool: lookups are single indexed reads, and concurrent lookups of one credential share a query. */
-const CREDENTIAL_POOL_SIZE = 3;
+const CREDENTIAL_POOL_SIZE = DEFAULT_POOL_SIZES.credentials;
 
 // Saturation is recognised in src/db/error-class.ts; the export stays here, where callers have always found it.
 export { isPoolSaturated } from "./error-class.js";
 
-function makePool(connectionString: string, name: string, max: number, log: Logger, pipeline = false): pg.Pool {
+/**
+ * Send a query given a name (a prepared statement: the hub's own, @dataplan/pg's
+ * cache, a plugin's) unnamed instead. Behind a transaction pooler each
+ * transaction may run on another server connection, where a statement
+ * prepared on the first does not exist.
+ */
+export function sendQueriesUnnamed(client: pg.ClientBase): void {
+  const query = client.query as (...args: unknown[]) => unknown;
+  (client as { query: unknown }).query = function (this: pg.ClientBase, config: unknown, ...rest: unknown[]) {
+    const named = typeof config === "object" && config !== null && typeof (config as { submit?: unknown }).submit !== "function" && (config as { name?: unknown }).name;
+    return query.call(this, named ? { ...(config as object), name: undefined } : config, ...rest);
+  };
+}
+
+function makePool(connectionString: string, name: string, max: number, log: Logger, pipeline = false, unnamed = false): pg.Pool {
   const pool = codePoolSaturation(new pg.Pool({ connectionString, max, application_name: `hub:${name}`, connectionTimeoutMillis: 10_000, pipeline }), name);
+  if (unnamed) pool.on("connect", sendQueriesUnnamed);
   // A client losing its connection (Postgres stopped or restarted, its backend
   // terminated, a network blip) emits "error". pg-pool listens only while the
   // client is idle and re-emits it on the pool; a client that is checked out
@@ -53,11 +69,20 @@ function makePool(connectionString: string, name: string, max: number, log: Logg
 export async function openPools(
   urls: { databaseUrl: string; superuserDatabaseUrl: string },
   log: Logger,
-  options: { graphqlPipeline?: boolean; /** How the user named the GraphQL connection (DATABASE_URL or POSTGRAPHILE_DATABASE_URL). */ databaseUrlVariable?: string } = {},
+  options: {
+    graphqlPipeline?: boolean;
+    /** How the user named the GraphQL connection (DATABASE_URL or POSTGRAPHILE_DATABASE_URL). */ databaseUrlVariable?: string;
+    /** Each pool's most connections (src/db/connection-budget.ts); default today's 20, 10, 3. */
+    sizes?: { graphql: number; superuser: number; credentials: number };
+    /** Behind a transaction pooler: no named prepared statements on any pool. */
+    unnamedStatements?: boolean;
+  } = {},
 ): Promise<HubPools> {
-  const superuser = makePool(urls.superuserDatabaseUrl, "superuser", 10, log);
-  const graphql = makePool(urls.databaseUrl, "graphql", 20, log, options.graphqlPipeline ?? true);
-  const credentials = makePool(urls.superuserDatabaseUrl, "credentials", CREDENTIAL_POOL_SIZE, log);
+  const sizes = options.sizes ?? { graphql: DEFAULT_POOL_SIZES.graphql, superuser: DEFAULT_POOL_SIZES.superuser, credentials: CREDENTIAL_POOL_SIZE };
+  const unnamed = options.unnamedStatements ?? false;
+  const superuser = makePool(urls.superuserDatabaseUrl, "superuser", sizes.superuser, log, false, unnamed);
+  const graphql = makePool(urls.databaseUrl, "graphql", sizes.graphql, log, options.graphqlPipeline ?? true, unnamed);
+  const credentials = makePool(urls.superuserDatabaseUrl, "credentials", sizes.credentials, log, false, unnamed);
   for (const [pool, variable, url] of [
     [superuser, "SUPERUSER_DATABASE_URL", urls.superuserDatabaseUrl],
     [graphql, options.databaseUrlVariable ?? "DATABASE_URL", urls.databaseUrl],
@@ -66,11 +91,7 @@ export async function openPools(
       await pool.query("select 1");
     } catch (error) {
       await Promise.all([superuser.end(), graphql.end(), credentials.end()]).catch(() => undefined);
-      throw new HubError(
-        "HUB_DB_CONNECT",
-        `Cannot connect to ${variable} (${redactUrl(url)}): ${(error as Error).message}`,
-        { cause: error },
-      );
+      throw connectFailed(variable, url, error);
     }
   }
   return { graphql, superuser, credentials };

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import pg from "pg";
 import type { Logger } from "../logger.js";
+import { sendQueriesUnnamed } from "../db/pools.js";
 import { OutcomeUnknownError, type CasinoConnector, type IncomingPage, type OutgoingOutcome } from "./connector.js";
 import { connectorForCasino } from "./connectors.js";
 import { checkIncoming, recordDeposit, TransferRefusal } from "./deposits.js";
@@ -194,8 +195,15 @@ function createAttempts(pool: pg.Pool, options: ResolvedTransferOptions, log: Lo
  * send repeated then is answered with the casino's first outcome and recorded
  * once; a worker whose lease ran out records nothing.
  */
-export function startTransferWorker(superuserUrl: string, options: ResolvedTransferOptions, log: Logger): TransferWorker {
-  const pool = new pg.Pool({ connectionString: superuserUrl, max: options.concurrency + 1, application_name: "hub:transfers", idleTimeoutMillis: 10_000 });
+export function startTransferWorker(
+  superuserUrl: string,
+  options: ResolvedTransferOptions,
+  log: Logger,
+  /** The pool's most connections (default concurrency + 1; fewer make attempts wait for one), and whether to send prepared statements unnamed (a transaction pooler). */
+  poolOptions: { max?: number; unnamedStatements?: boolean } = {},
+): TransferWorker {
+  const pool = new pg.Pool({ connectionString: superuserUrl, max: poolOptions.max ?? options.concurrency + 1, application_name: "hub:transfers", idleTimeoutMillis: 10_000 });
+  if (poolOptions.unnamedStatements) pool.on("connect", sendQueriesUnnamed);
   // A lost connection is reported by the query that used it; an idle one dying needs no action.
   pool.on("error", (error) => log.debug({ err: error }, "transfer worker: an idle connection ended"));
   pool.on("connect", (client) => client.on("error", (error) => log.debug({ err: error }, "transfer worker: a connection ended")));
