@@ -1,12 +1,13 @@
 import type { FastifyInstance } from "fastify";
-import { randomUUID } from "node:crypto";
 import diagnosticsChannel from "node:diagnostics_channel";
 import { ServerResponse, type IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Identity } from "../src/auth/identity.js";
 import type { IdentityResolver } from "../src/auth/resolver.js";
 import type { Logger } from "../src/logger.js";
+import type { TrustFunction } from "../src/trust-proxy.js";
 import { identityLookupFailure } from "./auth.js";
+import { requestIdOf } from "./fastify.js";
 import { isGraphQLPath, pathOf } from "./graphql-path.js";
 
 const responseFinished = diagnosticsChannel.channel("http.server.response.finish");
@@ -26,7 +27,9 @@ export interface UpgradeAdmissionOptions {
   graphqlPath: string;
   resolver: IdentityResolver;
   log: Logger;
-  /** The server is shutting down: upgrades are refused with 503. */
+  /** The peers whose X-Request-ID is taken as the upgrade's id. */
+  trustProxy?: TrustFunction | undefined;
+  /** The server is draining or shutting down: upgrades are refused with 503, so a proxy retries them elsewhere. */
   closing(): boolean;
   /** Completes an admitted upgrade (the WebSocket handshake). */
   accept(req: IncomingMessage, socket: Duplex, head: Buffer, upgrade: AdmittedUpgrade): void;
@@ -76,7 +79,7 @@ export function upgradeAdmission(options: UpgradeAdmissionOptions): (req: Incomi
       answerAsHttp(app, req, socket);
       return;
     }
-    const id = (typeof req.headers["x-request-id"] === "string" && req.headers["x-request-id"]) || randomUUID();
+    const id = requestIdOf(req, options.trustProxy);
     if (!isGraphQLPath(pathName, graphqlPath)) {
       log.info({ reqId: id, url: pathName }, "WebSocket upgrade refused: not the GraphQL path");
       refuseUpgrade(socket, 404, "Not Found", {

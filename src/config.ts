@@ -2,6 +2,8 @@ import path from "node:path";
 import { configInvalid, optionInvalid, type HubError } from "./errors.js";
 import * as parse from "./parse.js";
 import type { Parsed } from "./parse.js";
+import { DEFAULT_SOCKET_REBALANCE, socketRebalanceOption, type SocketRebalance } from "./live/rebalance-options.js";
+import { trustProxyOption, trustProxyText, type TrustProxy } from "./trust-proxy.js";
 
 /**
  * The process configuration: the environment (README: Configuration), each
@@ -30,6 +32,16 @@ export interface HubConfig {
   introspection: boolean;
   /** Where the operator's dashboard is served (default /admin), or false: not served. */
   dashboard: string | false;
+  /** The liveness path (default /healthz), or false: not served. */
+  livenessPath: string | false;
+  /** The readiness path (default /readyz), or false: not served. */
+  readinessPath: string | false;
+  /** How long stop() keeps serving, with readiness 503, before it stops accepting (ms; 5000 in production, else 0). */
+  drainMs: number;
+  /** Which peers may set X-Forwarded-For and X-Request-ID (default: none). */
+  trustProxy: TrustProxy;
+  /** Moving WebSockets off an instance that holds more than its share (default: on in production). */
+  socketRebalance: SocketRebalance | false;
 }
 
 export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
@@ -80,7 +92,27 @@ export const RULES = {
     env: (raw) => (raw === "on" ? { value: DEFAULT_DASHBOARD_PATH } : raw === "off" ? { value: false } : parse.dashboardPath(raw, "on, off or")),
     option_: (v) => (v === true ? { value: DEFAULT_DASHBOARD_PATH } : v === false ? { value: false } : parse.dashboardPath(v, "true, false or")),
   } as Rule<string | false>,
+  livenessPath: healthPathRule("HUB_LIVENESS_PATH", "livenessPath", "/healthz"),
+  readinessPath: healthPathRule("HUB_READINESS_PATH", "readinessPath", "/readyz"),
+  drainMs: { variable: "HUB_DRAIN_MS", option: "drainMs", env: parse.wholeMillisecondsText, option_: parse.wholeMilliseconds } as Rule<number>,
+  trustProxy: { variable: "HUB_TRUST_PROXY", option: "trustProxy", env: trustProxyText, option_: trustProxyOption } as Rule<TrustProxy>,
+  socketRebalance: {
+    variable: "HUB_SOCKET_REBALANCE",
+    option: "socketRebalance",
+    env: (raw) => (raw === "on" ? { value: DEFAULT_SOCKET_REBALANCE } : raw === "off" ? { value: false } : { expected: "on or off" }),
+    option_: socketRebalanceOption,
+  } as Rule<SocketRebalance | false>,
 } satisfies Record<string, Rule<unknown>>;
+
+/** A health path: on (its default), off, or another path; never one the hub uses. */
+function healthPathRule(variable: string, option: string, fallback: string): Rule<string | false> {
+  return {
+    variable,
+    option,
+    env: (raw) => (raw === "on" ? { value: fallback } : raw === "off" ? { value: false } : parse.servedPath(raw, `on, off or a path such as ${fallback}`)),
+    option_: (v) => (v === true ? { value: fallback } : v === false ? { value: false } : parse.servedPath(v, `true, false or a path such as ${fallback}`)),
+  };
+}
 
 type Settings = typeof RULES;
 type ValueOf<K extends keyof Settings> = Settings[K] extends Rule<infer T> ? T : never;
@@ -140,6 +172,12 @@ export function readConfig(env: Env = process.env, options: ConfigOptions = {}):
     dashboard: pick("dashboard")?.value ?? DEFAULT_DASHBOARD_PATH,
     // Anyone can mint playground players: never on in production unless asked for.
     playground: pick("playground")?.value ?? (databaseUrl === undefined && nodeEnv !== "production"),
+    livenessPath: pick("livenessPath")?.value ?? "/healthz",
+    readinessPath: pick("readinessPath")?.value ?? "/readyz",
+    // A proxy needs a few seconds to see readiness fail; a developer's Ctrl-C should not wait.
+    drainMs: pick("drainMs")?.value ?? (nodeEnv === "production" ? 5000 : 0),
+    trustProxy: pick("trustProxy")?.value ?? false,
+    socketRebalance: pick("socketRebalance")?.value ?? (nodeEnv === "production" ? DEFAULT_SOCKET_REBALANCE : false),
   };
 }
 
