@@ -430,8 +430,9 @@ async function listen(app: FastifyInstance, server: ServerState, options: Server
 async function drainFor(drain: Drain, drainMs: number, log: Logger): Promise<void> {
   drain.draining = true;
   log.info({ drainMs }, "drain started: readiness answers 503, WebSocket upgrades 503; still serving, each response with Connection: close");
-  await Promise.all(drain.onDrain.map((step) => step().catch((error: unknown) => log.warn({ err: error }, "error while draining"))));
-  if (drainMs > 0) await new Promise((resolve) => setTimeout(resolve, drainMs));
+  // The steps run during the drain rather than before it (the rebalance deletes its row: a query).
+  const steps = drain.onDrain.map((step) => step().catch((error: unknown) => log.warn({ err: error }, "error while draining")));
+  await Promise.all([...steps, drainMs > 0 ? new Promise((resolve) => setTimeout(resolve, drainMs)) : undefined]);
 }
 
 /** SIGINT and SIGTERM stop the server, then exit; a second signal while stopping exits at once. The function removes the handlers. */

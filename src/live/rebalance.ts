@@ -39,8 +39,19 @@ export function startSocketRebalance(pool: pg.Pool, sockets: RebalancedSockets, 
   let target = Infinity;
   let failing = false;
   let stopped = false;
+  /** A heartbeat still waiting (a slow or unreachable database): the next is skipped rather than queued behind it. */
+  let beating = false;
 
   const beat = async () => {
+    if (beating || stopped) return;
+    beating = true;
+    try {
+      await record();
+    } finally {
+      beating = false;
+    }
+  };
+  const record = async () => {
     const mine = sockets.socketCount();
     let others: { instances: number; sockets: number; fewest: number };
     try {
@@ -49,6 +60,7 @@ export function startSocketRebalance(pool: pg.Pool, sockets: RebalancedSockets, 
       if (failing) log.info("socket rebalance: the heartbeat is recorded again");
       failing = false;
     } catch (error) {
+      if (stopped) return;
       if (!failing) log.warn({ err: error }, "socket rebalance: the heartbeat could not be recorded; sockets stay where they are until it can");
       failing = true;
       target = Infinity;
