@@ -9,7 +9,6 @@
  * holds between half and twice its share of them (the socket rebalance).
  */
 import "./helpers/env.js";
-import { spawn } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
 import net from "node:net";
@@ -23,22 +22,11 @@ import { sharedClusterDatabase } from "./helpers/shared-database.js";
 import { makePlayer } from "./helpers/credentials.js";
 import { tmpDir } from "./helpers/tmp.js";
 import { until } from "./helpers/ws.js";
+import { deploymentHaproxyConfig, HAPROXY, startHaproxy } from "./helpers/haproxy.js";
 
-const HAPROXY = "/usr/sbin/haproxy";
 const INSTANCES = 3;
 const SOCKETS = 9;
 const CLIENTS = 4;
-
-/** The `haproxy` block of docs/deployment.md, listening on `port`, its servers at `ports`. */
-export function deploymentHaproxyConfig(port: number, ports: number[]): string {
-  const doc = fs.readFileSync(path.join(ROOT, "docs/deployment.md"), "utf8");
-  const block = /^```haproxy\n([\s\S]*?)^```/m.exec(doc)?.[1];
-  if (!block) throw new Error("docs/deployment.md has no ```haproxy block");
-  let server = 0;
-  const config = block.replace(/^(\s*bind\s+)\S+/m, `$1127.0.0.1:${port}`).replace(/^(\s*server\s+\S+\s+)\S+/gm, (_m, head: string) => `${head}127.0.0.1:${ports[server++]}`);
-  if (server !== ports.length) throw new Error(`docs/deployment.md's haproxy block declares ${server} servers; the test runs ${ports.length}`);
-  return config;
-}
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -142,21 +130,17 @@ t.test("a rolling restart of three instances behind HAProxy: no request fails, a
     }
   });
 
-  const config = path.join(tmpDir(t), "haproxy.cfg");
-  fs.writeFileSync(config, deploymentHaproxyConfig(proxyPort, ports));
-  const proxy = spawn(HAPROXY, ["-db", "-f", config], { stdio: ["ignore", "pipe", "pipe"] });
-  let proxyOutput = "";
-  proxy.stdout.on("data", (c: Buffer) => (proxyOutput += c.toString()));
-  proxy.stderr.on("data", (c: Buffer) => (proxyOutput += c.toString()));
-  const proxyExited = new Promise((resolve) => proxy.once("exit", resolve));
+  const proxy = startHaproxy(deploymentHaproxyConfig(proxyPort, ports), path.join(tmpDir(t), "haproxy.cfg"));
   t.teardown(async () => {
-    if (proxy.exitCode === null) proxy.kill("SIGTERM");
-    await proxyExited;
+    if (proxy.child.exitCode === null) proxy.child.kill("SIGTERM");
+    await proxy.exited;
   });
   const url = `http://127.0.0.1:${proxyPort}`;
-  let reachable = false;
-  const probe = () => fetch(`${url}/readyz`).then((r) => (reachable = r.status === 200), () => undefined);
-  await until(() => (void probe(), reachable), 30_000, () => `HAProxy to answer ${url}/readyz:\n${proxyOutput}`);
+  const waitingForProxy = Date.now();
+  while ((await fetch(`${url}/readyz`).then((r) => r.status, () => 0)) !== 200) {
+    if (Date.now() - waitingForProxy > 30_000) throw new Error(`HAProxy did not answer ${url}/readyz within 30 s:\n${proxy.output()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 
   const sockets = openSockets(url);
   t.teardown(() => sockets.dispose());
@@ -164,14 +148,14 @@ t.test("a rolling restart of three instances behind HAProxy: no request fails, a
   const load = startLoad(url, player.header.authorization, player.userId);
   t.teardown(() => load.stop());
 
-  const upCount = (name: string) => proxyOutput.split(`Server hubs/${name} is UP`).length - 1;
+  const upCount = (name: string) => proxy.output().split(`Server hubs/${name} is UP`).length - 1;
   for (let i = 0; i < INSTANCES; i++) {
     const name = `h${i + 1}`;
     const ups = upCount(name);
     servers[i]!.child.kill("SIGTERM");
     t.equal(await servers[i]!.exited, 0, `${name} drained and exited 0`);
     servers[i] = await start(i);
-    await until(() => upCount(name) > ups, 30_000, () => `HAProxy to put ${name} back in rotation:\n${proxyOutput.slice(-2000)}`);
+    await until(() => upCount(name) > ups, 30_000, () => `HAProxy to put ${name} back in rotation:\n${proxy.output().slice(-2000)}`);
   }
   const sent = load.sent();
   await load.stop();
@@ -179,9 +163,9 @@ t.test("a rolling restart of three instances behind HAProxy: no request fails, a
   t.same(load.failures.slice(0, 5), [], `no request failed during the rolling restart (${load.failures.length} of ${sent})`);
   for (let i = 1; i <= INSTANCES; i++) {
     // Its readiness answered 503 while it still served: the proxy saw the drain before the instance closed.
-    t.match(proxyOutput, new RegExp(`Server hubs/h${i} is DOWN, reason: Layer7 wrong status, code: 503`), `HAProxy took h${i} out of rotation on its readiness's 503`);
+    t.match(proxy.output(), new RegExp(`Server hubs/h${i} is DOWN, reason: Layer7 wrong status, code: 503`), `HAProxy took h${i} out of rotation on its readiness's 503`);
   }
-  t.comment(proxyOutput.split("\n").filter((line) => /Server hubs/.test(line)).join("\n"));
+  t.comment(proxy.output().split("\n").filter((line) => /Server hubs/.test(line)).join("\n"));
 
   // Every instance records its sockets in hub_hidden.instance: read what the three hold.
   const pool = new pg.Pool({ connectionString: db.SUPERUSER_DATABASE_URL, max: 1 });
