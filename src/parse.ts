@@ -64,22 +64,9 @@ export const postgresUrl: Parser<string> = (v) => {
 const RESERVED_PATHS = ["/graphql", "/graphiql", "/ruru-static"];
 
 /**
- * Where the dashboard is mounted: an absolute path of plain segments, not the
- * site's root nor a path the hub uses. `alternatives` names the other accepted
- * values, as in "on, off or".
- */
-export const dashboardPath = (v: unknown, alternatives: string): Parsed<string> => {
-  const what = `${alternatives} a path such as /admin (segments of letters, digits, - _ . ~; not / nor ${RESERVED_PATHS.join(", ")})`;
-  if (typeof v !== "string" || !/^(\/[A-Za-z0-9_~-][A-Za-z0-9._~-]*)+\/?$/.test(v)) return expected(what);
-  const normalised = v.replace(/\/$/, "");
-  if (RESERVED_PATHS.some((p) => normalised === p || normalised.startsWith(`${p}/`))) return expected(what);
-  return ok(normalised);
-};
-
-/**
- * A path the hub answers itself besides the dashboard (the health checks): an
- * absolute path of plain segments, not the root nor a path the hub uses.
- * `what` says what is accepted, as in "on, off or a path such as /healthz".
+ * A path the hub answers itself (the dashboard, the health checks): an
+ * absolute path of plain segments, not the site's root nor a path the hub
+ * uses. `what` says what is accepted, as in "on, off or a path such as /admin".
  */
 export const servedPath = (v: unknown, what: string): Parsed<string> => {
   const full = `${what} (segments of letters, digits, - _ . ~; not / nor ${RESERVED_PATHS.join(", ")})`;
@@ -88,6 +75,9 @@ export const servedPath = (v: unknown, what: string): Parsed<string> => {
   if (RESERVED_PATHS.some((p) => normalised === p || normalised.startsWith(`${p}/`))) return expected(full);
   return ok(normalised);
 };
+
+/** Where the dashboard is mounted. `alternatives` names the other accepted values, as in "on, off or". */
+export const dashboardPath = (v: unknown, alternatives: string): Parsed<string> => servedPath(v, `${alternatives} a path such as /admin`);
 
 /** A switch written as text (an environment variable). */
 export const onOff: Parser<boolean> = (v) => (v === "on" ? ok(true) : v === "off" ? ok(false) : expected("on or off"));
