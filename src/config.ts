@@ -158,7 +158,7 @@ export function readConfig(env: Env = process.env, options: ConfigOptions = {}):
   const { databaseUrl, superuserDatabaseUrl, databaseUrlVariable } = databaseUrls(env, options, pick);
   const host = pick("host")?.value;
   const dataDir = pick("dataDir")?.value;
-  return {
+  const config: HubConfig = {
     databaseUrl,
     superuserDatabaseUrl,
     databaseUrlVariable,
@@ -179,6 +179,28 @@ export function readConfig(env: Env = process.env, options: ConfigOptions = {}):
     trustProxy: pick("trustProxy")?.value ?? false,
     socketRebalance: pick("socketRebalance")?.value ?? (nodeEnv === "production" ? DEFAULT_SOCKET_REBALANCE : false),
   };
+  checkHealthPaths(config, (key) => pick(key)?.source);
+  return config;
+}
+
+/**
+ * A health check under the dashboard's path, or both checks on one path,
+ * would not be answered as configured: refused, naming the setting given
+ * (the dashboard's when the check kept its default path).
+ */
+function checkHealthPaths(config: HubConfig, sourceOf: (key: "livenessPath" | "readinessPath" | "dashboard") => Source | undefined): void {
+  for (const key of ["livenessPath", "readinessPath"] as const) {
+    const at = config[key];
+    if (at === false) continue;
+    const { dashboard } = config;
+    const inDashboard = dashboard !== false && (at === dashboard || at.startsWith(`${dashboard}/`));
+    const sameAsLiveness = key === "readinessPath" && at === config.livenessPath;
+    if (!inDashboard && !sameAsLiveness) continue;
+    const what = inDashboard ? `the dashboard's (${String(dashboard)})` : `the liveness check's (${at})`;
+    const source = sourceOf(key);
+    if (source) throw invalid(RULES[key], source, at, `a path other than ${what}`);
+    throw invalid(RULES.dashboard, sourceOf("dashboard") ?? "env", dashboard, `a path that does not hold the ${key === "livenessPath" ? "liveness" : "readiness"} check's ${at}`);
+  }
 }
 
 /**

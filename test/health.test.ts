@@ -62,6 +62,9 @@ t.test("the paths move and turn off, by option and by environment variable, and 
   t.equal(env({ HUB_READINESS_PATH: "/lb/ready/" }).readinessPath, "/lb/ready", "a trailing slash is dropped");
   t.equal(env({ HUB_READINESS_PATH: "on" }).readinessPath, "/readyz");
   t.throws(() => env({ HUB_READINESS_PATH: "/graphql" }), { code: "HUB_CONFIG_INVALID", message: /HUB_READINESS_PATH is invalid: received "\/graphql", expected on, off or a path such as \/readyz/ });
+  t.throws(() => env({ HUB_DASHBOARD: "/ops", HUB_LIVENESS_PATH: "/ops/live" }), { code: "HUB_CONFIG_INVALID", message: /HUB_LIVENESS_PATH is invalid: received "\/ops\/live", expected a path other than the dashboard's \(\/ops\)/ });
+  t.throws(() => env({ HUB_DASHBOARD: "/readyz" }), { code: "HUB_CONFIG_INVALID", message: /HUB_DASHBOARD is invalid: received "\/readyz", expected a path that does not hold the readiness check's \/readyz/ });
+  t.throws(() => readConfig({}, { livenessPath: "/up", readinessPath: "/up" }), { code: "HUB_OPTION_INVALID", message: /"readinessPath" is invalid: received "\/up", expected a path other than the liveness check's/ });
   t.throws(() => readConfig({}, { livenessPath: "healthz" }), { code: "HUB_OPTION_INVALID", message: /"livenessPath" is invalid: received "healthz", expected true, false or a path such as \/healthz/ });
 });
 
