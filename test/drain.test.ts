@@ -141,7 +141,7 @@ t.test("SIGTERM to a server process: the drain's timeline, logged, and requests 
   t.equal(await server.exited, 0, "exit status 0");
   const steps = ["received signal", "drain started", "stopping: no longer accepting", "stopped"];
   const at = steps.map((step) => server.output().indexOf(`"msg":"${step}`));
-  t.ok(at.every((i) => i >= 0), `every step is logged: ${steps.join(", ")}`, { at });
+  t.ok(at.every((i) => i >= 0), `every step is logged: ${steps.join(", ")}`, { positions: at });
   t.same([...at].sort((a, b) => a - b), at, "in that order");
   t.match(server.output(), new RegExp(`"drainMs":${DRAIN_MS}`), "the drain's length is logged");
 });
