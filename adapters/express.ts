@@ -1,4 +1,3 @@
-import type { TrustFunction } from "../src/trust-proxy.js";
 import express, { type Express } from "express";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import http from "node:http";
@@ -6,6 +5,7 @@ import type pg from "pg";
 import type { ConfigureApp, ConfigureAppArgument } from "../src/options.js";
 import { attachServerStats, type ServerStatsRecorder } from "../src/stats.js";
 import { identityOf, type Identity } from "../src/auth/identity.js";
+import type { TrustFunction } from "../src/trust-proxy.js";
 import { EXPRESS_RESPONSE } from "./fastify.js";
 import { pathOf } from "./graphql-path.js";
 
