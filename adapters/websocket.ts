@@ -274,6 +274,8 @@ function socketListeners(sockets: Sockets, log: Logger) {
 function closeAll(connections: ReadonlyMap<WebSocket, Connection>, log: Logger, done: () => void): void {
   const sockets = [...connections.keys()];
   if (sockets.length === 0) {
+    // A step of the stop's logged timeline, even with nothing to close.
+    log.info({ sockets: 0 }, "WebSocket connections closed");
     done();
     return;
   }

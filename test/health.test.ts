@@ -94,6 +94,7 @@ t.test("a database outage after the start: readiness stays 200 and says the data
   t.same(last!.body, { status: "ready", database: "unreachable" });
   const live = await get(`${server.url}/healthz`, { authorization: player.header.authorization });
   t.equal(live.status, 200, "liveness needs no database, even with a credential");
+  t.equal((await get(`${server.url}/readyz`, { authorization: player.header.authorization })).status, 200, "nor does readiness");
   const refused = await get(`${server.url}/graphql`, { authorization: player.header.authorization, "content-type": "application/json" }, "GET");
   t.equal(refused.status, 503, "a request that needs the database gets a 503");
   t.equal(refused.body?.code, "DATABASE_UNAVAILABLE", "with the hub's own retryable code");
