@@ -12,6 +12,9 @@ import { isGraphQLPath, pathOf } from "./graphql-path.js";
 
 const responseFinished = diagnosticsChannel.channel("http.server.response.finish");
 
+/** The upgrade's id on its request, for the 101 response's x-request-id (ws's "headers" event sees only the request). */
+export const UPGRADE_ID = Symbol("hub.upgradeId");
+
 /** What an admitted upgrade hands on: its request id, the identity its header gave, the header itself. */
 export interface AdmittedUpgrade {
   /** The upgrade request's id, for logs. */
@@ -82,18 +85,25 @@ export function upgradeAdmission(options: UpgradeAdmissionOptions): (req: Incomi
     const id = requestIdOf(req, options.trustProxy);
     if (!isGraphQLPath(pathName, graphqlPath)) {
       log.info({ reqId: id, url: pathName }, "WebSocket upgrade refused: not the GraphQL path");
-      refuseUpgrade(socket, 404, "Not Found", {
-        statusCode: 404,
-        error: "Not Found",
-        message: `WebSocket connections are accepted on ${graphqlPath} only (graphql-transport-ws); received an upgrade for ${pathName}.`,
-      });
+      refuseUpgrade(
+        socket,
+        404,
+        "Not Found",
+        {
+          statusCode: 404,
+          error: "Not Found",
+          message: `WebSocket connections are accepted on ${graphqlPath} only (graphql-transport-ws); received an upgrade for ${pathName}.`,
+        },
+        `x-request-id: ${id}\r\n`,
+      );
       return;
     }
     if (options.closing()) {
-      refuseUpgrade(socket, 503, "Service Unavailable", { statusCode: 503, error: "Service Unavailable", message: "The server is shutting down; connect again." }, "retry-after: 1\r\n");
+      refuseUpgrade(socket, 503, "Service Unavailable", { statusCode: 503, error: "Service Unavailable", message: "The server is shutting down; connect again." }, `retry-after: 1\r\nx-request-id: ${id}\r\n`);
       return;
     }
     const header = req.headers.authorization;
+    (req as { [UPGRADE_ID]?: string })[UPGRADE_ID] = id;
     const upgrade = (identity: Identity | undefined) => {
       socket.off("error", onEarlyError);
       if (socket.destroyed) return;
@@ -104,7 +114,7 @@ export function upgradeAdmission(options: UpgradeAdmissionOptions): (req: Incomi
       return;
     }
     resolver.resolve(header).then(upgrade, (error: unknown) => {
-      refuseUpgrade(socket, 503, "Service Unavailable", identityLookupFailure(error, log, { reqId: id, websocket: true }), "retry-after: 1\r\n");
+      refuseUpgrade(socket, 503, "Service Unavailable", identityLookupFailure(error, log, { reqId: id, websocket: true }), `retry-after: 1\r\nx-request-id: ${id}\r\n`);
     });
   };
 }

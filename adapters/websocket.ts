@@ -11,7 +11,7 @@ import type { Logger } from "../src/logger.js";
 import type { TrustFunction } from "../src/trust-proxy.js";
 import type { WebSocketLimits } from "../src/live/limits.js";
 import { CLOSE_TOO_MANY_CONNECTIONS, IdentitySlots, startSocketSweeps, type SweptConnection } from "../src/live/socket-limits.js";
-import { upgradeAdmission, type AdmittedUpgrade } from "./websocket-upgrade.js";
+import { UPGRADE_ID, upgradeAdmission, type AdmittedUpgrade } from "./websocket-upgrade.js";
 
 export interface WebSocketFrontOptions {
   graphqlPath: string;
@@ -123,6 +123,10 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
   // No client tracking: the connections map is the one list of sockets.
   const wss = new WebSocketServer({ noServer: true, maxPayload: limits.maxMessageBytes, perMessageDeflate: false, clientTracking: false, handleProtocols });
   const listeners = socketListeners(sockets, log);
+  // The 101 carries the upgrade's id too, as every HTTP response does.
+  wss.on("headers", (headers: string[], req: { [UPGRADE_ID]?: string }) => {
+    if (req[UPGRADE_ID] !== undefined) headers.push(`x-request-id: ${req[UPGRADE_ID]}`);
+  });
 
   const open = (socket: WebSocket, request: WebSocketRequest) => {
     const connection = new Connection(socket);

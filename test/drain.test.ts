@@ -139,6 +139,8 @@ t.test("SIGTERM to a server process: the drain's timeline, logged, and requests 
   t.equal(during.status, 200, "requests still answered");
   t.equal(during.connection, "close");
   t.equal(await server.exited, 0, "exit status 0");
+  // The process's last lines may still be in the pipe when its exit is reported.
+  await until(() => server.output().includes('"msg":"stopped"'), 10_000, () => "the last line of the log");
   const steps = ["received signal", "drain started", "stopping: no longer accepting", "WebSocket connections closed", "stopped"];
   const at = steps.map((step) => server.output().indexOf(`"msg":"${step}`));
   t.ok(at.every((i) => i >= 0), `every step is logged: ${steps.join(", ")}`, { positions: at });

@@ -3,13 +3,14 @@
  * client's address (logs, Fastify's request.ip, Express's req.ip) and
  * X-Request-ID the request id only when the peer is a trusted proxy; a client
  * sending them directly is not believed. The response always carries the id
- * in x-request-id. Over real HTTP: the "proxy" is this test connecting from
+ * in x-request-id, a WebSocket upgrade's too. Over real HTTP: the "proxy" is this test connecting from
  * 127.0.0.2, the trusted address, and the "client" connecting from 127.0.0.1.
  */
 import "./helpers/env.js";
 import http from "node:http";
 import path from "node:path";
 import t from "tap";
+import WebSocket from "ws";
 import { readConfig } from "../dist/src/config.js";
 import { trustFunction } from "../dist/src/trust-proxy.js";
 import { ROOT, startServerProcess } from "./helpers/process.js";
@@ -63,6 +64,21 @@ t.test("X-Forwarded-For and X-Request-ID believed from the trusted proxy only, o
   t.equal(graphql.requestId, "edge-graphql", "GraphQL's responses echo it too");
   const bad = await get(`${server.url}/whoami`, "127.0.0.2", { "x-request-id": "two words" });
   t.match(bad.requestId, UUID, "an id that is not one printable token is replaced, even from the proxy");
+
+  const upgradeId = (from: string, path: string) =>
+    new Promise<string | undefined>((resolve, reject) => {
+      const socket = new WebSocket(`${server.url.replace(/^http/, "ws")}${path}`, "graphql-transport-ws", { localAddress: from, headers: { "x-request-id": "edge-ws" } });
+      socket.on("upgrade", (res) => resolve(res.headers["x-request-id"] as string | undefined));
+      socket.on("unexpected-response", (_req, res) => {
+        resolve(res.headers["x-request-id"] as string | undefined);
+        res.resume();
+      });
+      socket.on("open", () => socket.terminate());
+      socket.on("error", reject);
+    });
+  t.equal(await upgradeId("127.0.0.2", "/graphql"), "edge-ws", "a WebSocket upgrade through the proxy takes its id, and the 101 echoes it");
+  t.match(await upgradeId("127.0.0.1", "/graphql"), UUID, "one sent directly gets its own");
+  t.equal(await upgradeId("127.0.0.2", "/elsewhere"), "edge-ws", "a refused upgrade (404) echoes it too");
 
   await until(() => incoming(server.output(), "edge-4f1c") !== undefined && incoming(server.output(), direct.requestId!) !== undefined, 10_000, () => "the request lines in the log");
   t.equal(incoming(server.output(), "edge-4f1c")!.req?.remoteAddress, "203.0.113.7", "the log gives the forwarded client's address for the proxied request");
