@@ -5,6 +5,7 @@ import type pg from "pg";
 import type { ConfigureApp, ConfigureAppArgument } from "../src/options.js";
 import { attachServerStats, type ServerStatsRecorder } from "../src/stats.js";
 import { identityOf, type Identity } from "../src/auth/identity.js";
+import type { TrustFunction } from "../src/trust-proxy.js";
 import { EXPRESS_RESPONSE } from "./fastify.js";
 import { pathOf } from "./graphql-path.js";
 
@@ -15,9 +16,11 @@ export interface ExpressApp {
   messageClasses: Pick<http.ServerOptions, "IncomingMessage" | "ServerResponse">;
 }
 
-export async function createExpressApp(configureApp: ConfigureApp, superuserPool: pg.Pool): Promise<ExpressApp> {
+export async function createExpressApp(configureApp: ConfigureApp, superuserPool: pg.Pool, trustProxy?: TrustFunction): Promise<ExpressApp> {
   const app = express();
   app.disable("x-powered-by");
+  // req.ip as Fastify's request.ip and the logs see it: X-Forwarded-For only from the proxies trustProxy names.
+  if (trustProxy) app.set("trust proxy", trustProxy);
   // Before configureApp, so what it adds to app.request / app.response lands on the objects requests are built with.
   const messageClasses = expressMessageClasses(app);
   // One argument that works for both revisions of the interface: `({ app, superuserPool }) => …`

@@ -4,6 +4,7 @@ import diagnosticsChannel from "node:diagnostics_channel";
 import type { IncomingMessage, ServerOptions, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Logger } from "../src/logger.js";
+import type { TrustFunction } from "../src/trust-proxy.js";
 import type { ResponseKind, ServerStatsRecorder } from "../src/stats.js";
 import { isGraphQLPath, pathOf } from "./graphql-path.js";
 import { fastifySerializers, LazyRequestLogger, lazyChildLoggerFactory, RequestLogController } from "./request-logger.js";
@@ -18,6 +19,24 @@ export interface FastifyOptions {
   stats: ServerStatsRecorder;
   /** Node's request/response classes, when not its own (adapters/express.ts). */
   messageClasses?: Pick<ServerOptions, "IncomingMessage" | "ServerResponse"> | undefined;
+  /** The peers whose X-Forwarded-For and X-Request-ID are believed (src/trust-proxy.ts); none when undefined. */
+  trustProxy?: TrustFunction | undefined;
+  /** While `draining` is true every response says `Connection: close` (src/start.ts sets it at stop()). */
+  drain?: { readonly draining: boolean } | undefined;
+}
+
+/** Where the request's id is kept on the raw request, from the "request" event until Fastify asks for it. */
+const REQUEST_ID = Symbol("hub.requestId");
+
+/**
+ * The request id: a trusted proxy's X-Request-ID (one line of at most 200
+ * printable characters), else a new UUID. A client's own header is not
+ * taken: it could make its requests' log lines pass for someone else's.
+ */
+export function requestIdOf(req: IncomingMessage, trust: TrustFunction | undefined): string {
+  const header = req.headers["x-request-id"];
+  if (trust && typeof header === "string" && /^[\x21-\x7e]{1,200}$/.test(header) && trust(req.socket?.remoteAddress ?? "", 0)) return header;
+  return randomUUID();
 }
 
 /**
@@ -40,8 +59,8 @@ function requestTimeoutChecks(requestTimeoutMs: number): { connectionsCheckingIn
 
 /**
  * The Fastify front: pino logging with the Authorization header
- * redacted, a request id on every request (taken from x-request-id when a proxy
- * set one), and JSON 404s for any path nothing handled.
+ * redacted, a request id on every request (taken from x-request-id when a
+ * trusted proxy set one) echoed in its response, and JSON 404s for any path nothing handled.
  *
  * Fastify given a logger times every request and follows its response with
  * two listeners, only to write the "request completed" line. When the hub
@@ -62,8 +81,9 @@ export function createFastify(options: FastifyOptions): FastifyInstance {
     // Node's default (16 KiB) would refuse a 64 KiB Authorization header outright;
     // we accept it and treat it as the bad credential it is (unauthenticated).
     http: { maxHeaderSize: 96 * 1024, ...requestTimeoutChecks(options.requestTimeoutMs), ...options.messageClasses },
-    requestIdHeader: "x-request-id",
-    genReqId: () => randomUUID(),
+    requestIdHeader: false,
+    genReqId: (req) => (req as { [REQUEST_ID]?: string })[REQUEST_ID] ?? requestIdOf(req, options.trustProxy),
+    ...(options.trustProxy ? { trustProxy: options.trustProxy } : {}),
     // Without a loggerInstance Fastify hands the factory its silent logger: the parent is ours either way.
     childLoggerFactory: fastifyLog ? (_silent, bindings, opts) => new LazyRequestLogger(fastifyLog, bindings, opts) : lazyChildLoggerFactory,
     logController: new RequestLogController(),
@@ -80,7 +100,24 @@ export function createFastify(options: FastifyOptions): FastifyInstance {
     });
   });
   followResponses(app as unknown as FastifyInstance, options.stats);
+  stampResponses(app as unknown as FastifyInstance, options);
   return app as unknown as FastifyInstance;
+}
+
+/**
+ * Before Fastify (and the Express app) see a request: its id, echoed in the
+ * response's x-request-id whoever answers it, and while draining the end of
+ * its connection after the answer (Node then writes `Connection: close`), so
+ * a proxy opens its next connection to an instance that is staying.
+ */
+function stampResponses(app: FastifyInstance, options: FastifyOptions): void {
+  const { trustProxy, drain } = options;
+  app.server.prependListener("request", (req: IncomingMessage, res: ServerResponse) => {
+    const id = requestIdOf(req, trustProxy);
+    (req as { [REQUEST_ID]?: string })[REQUEST_ID] = id;
+    res.setHeader("x-request-id", id);
+    if (drain?.draining) res.shouldKeepAlive = false;
+  });
 }
 
 function endIfIdle(socket: Socket): void {

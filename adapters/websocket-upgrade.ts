@@ -1,15 +1,19 @@
 import type { FastifyInstance } from "fastify";
-import { randomUUID } from "node:crypto";
 import diagnosticsChannel from "node:diagnostics_channel";
 import { ServerResponse, type IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Identity } from "../src/auth/identity.js";
 import type { IdentityResolver } from "../src/auth/resolver.js";
 import type { Logger } from "../src/logger.js";
+import type { TrustFunction } from "../src/trust-proxy.js";
 import { identityLookupFailure } from "./auth.js";
+import { requestIdOf } from "./fastify.js";
 import { isGraphQLPath, pathOf } from "./graphql-path.js";
 
 const responseFinished = diagnosticsChannel.channel("http.server.response.finish");
+
+/** The upgrade's id on its request, for the 101 response's x-request-id (ws's "headers" event sees only the request). */
+export const UPGRADE_ID = Symbol("hub.upgradeId");
 
 /** What an admitted upgrade hands on: its request id, the identity its header gave, the header itself. */
 export interface AdmittedUpgrade {
@@ -26,7 +30,9 @@ export interface UpgradeAdmissionOptions {
   graphqlPath: string;
   resolver: IdentityResolver;
   log: Logger;
-  /** The server is shutting down: upgrades are refused with 503. */
+  /** The peers whose X-Request-ID is taken as the upgrade's id. */
+  trustProxy?: TrustFunction | undefined;
+  /** The server is draining or shutting down: upgrades are refused with 503, so a proxy retries them elsewhere. */
   closing(): boolean;
   /** Completes an admitted upgrade (the WebSocket handshake). */
   accept(req: IncomingMessage, socket: Duplex, head: Buffer, upgrade: AdmittedUpgrade): void;
@@ -76,21 +82,28 @@ export function upgradeAdmission(options: UpgradeAdmissionOptions): (req: Incomi
       answerAsHttp(app, req, socket);
       return;
     }
-    const id = (typeof req.headers["x-request-id"] === "string" && req.headers["x-request-id"]) || randomUUID();
+    const id = requestIdOf(req, options.trustProxy);
     if (!isGraphQLPath(pathName, graphqlPath)) {
       log.info({ reqId: id, url: pathName }, "WebSocket upgrade refused: not the GraphQL path");
-      refuseUpgrade(socket, 404, "Not Found", {
-        statusCode: 404,
-        error: "Not Found",
-        message: `WebSocket connections are accepted on ${graphqlPath} only (graphql-transport-ws); received an upgrade for ${pathName}.`,
-      });
+      refuseUpgrade(
+        socket,
+        404,
+        "Not Found",
+        {
+          statusCode: 404,
+          error: "Not Found",
+          message: `WebSocket connections are accepted on ${graphqlPath} only (graphql-transport-ws); received an upgrade for ${pathName}.`,
+        },
+        `x-request-id: ${id}\r\n`,
+      );
       return;
     }
     if (options.closing()) {
-      refuseUpgrade(socket, 503, "Service Unavailable", { statusCode: 503, error: "Service Unavailable", message: "The server is shutting down; connect again." }, "retry-after: 1\r\n");
+      refuseUpgrade(socket, 503, "Service Unavailable", { statusCode: 503, error: "Service Unavailable", message: "The server is shutting down; connect again." }, `retry-after: 1\r\nx-request-id: ${id}\r\n`);
       return;
     }
     const header = req.headers.authorization;
+    (req as { [UPGRADE_ID]?: string })[UPGRADE_ID] = id;
     const upgrade = (identity: Identity | undefined) => {
       socket.off("error", onEarlyError);
       if (socket.destroyed) return;
@@ -101,7 +114,7 @@ export function upgradeAdmission(options: UpgradeAdmissionOptions): (req: Incomi
       return;
     }
     resolver.resolve(header).then(upgrade, (error: unknown) => {
-      refuseUpgrade(socket, 503, "Service Unavailable", identityLookupFailure(error, log, { reqId: id, websocket: true }), "retry-after: 1\r\n");
+      refuseUpgrade(socket, 503, "Service Unavailable", identityLookupFailure(error, log, { reqId: id, websocket: true }), `retry-after: 1\r\nx-request-id: ${id}\r\n`);
     });
   };
 }

@@ -8,15 +8,20 @@ import type { IdentityResolver } from "../src/auth/resolver.js";
 import { createRevocationSweep, settleSocketIdentity, type IdentityHolder } from "../src/auth/socket-identity.js";
 import { ErrorCode } from "../src/errors.js";
 import type { Logger } from "../src/logger.js";
+import type { TrustFunction } from "../src/trust-proxy.js";
 import type { WebSocketLimits } from "../src/live/limits.js";
 import { CLOSE_TOO_MANY_CONNECTIONS, IdentitySlots, startSocketSweeps, type SweptConnection } from "../src/live/socket-limits.js";
-import { upgradeAdmission, type AdmittedUpgrade } from "./websocket-upgrade.js";
+import { UPGRADE_ID, upgradeAdmission, type AdmittedUpgrade } from "./websocket-upgrade.js";
 
 export interface WebSocketFrontOptions {
   graphqlPath: string;
   resolver: IdentityResolver;
   limits: WebSocketLimits;
   log: Logger;
+  /** While `draining` is true, upgrades are refused with 503 (src/start.ts sets it at stop()). */
+  drain?: { readonly draining: boolean } | undefined;
+  /** The peers whose X-Request-ID is taken as an upgrade's id (src/trust-proxy.ts). */
+  trustProxy?: TrustFunction | undefined;
 }
 
 export interface WebSocketFront {
@@ -24,6 +29,12 @@ export interface WebSocketFront {
   credentialsChanged(): void;
   /** Open sockets of this process. */
   socketCount(): number;
+  /**
+   * Close up to `count` sockets, the oldest first, with the code a graphql-ws
+   * client reconnects on (1013, try again later): the rebalance of
+   * src/live/rebalance.ts. Returns how many it closed.
+   */
+  shed(count: number): number;
 }
 
 /**
@@ -80,6 +91,8 @@ class Connection implements IdentityHolder, SweptConnection {
 /** What a graphql-ws client treats as "unauthorised": it does not reconnect with the same credential. */
 export const CLOSE_UNAUTHORIZED = CloseCode.Unauthorized; // 4401
 const CLOSE_GOING_AWAY = 1001;
+/** Sent to the sockets a rebalance moves: graphql-ws 6's client retries on it (only its own fatal codes and 4xxx refusals stop it). */
+export const CLOSE_TRY_AGAIN_LATER = 1013;
 /** How long sockets get to close after the 1001 before they are cut, ms. */
 const CLOSE_GRACE_MS = 2000;
 
@@ -110,6 +123,10 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
   // No client tracking: the connections map is the one list of sockets.
   const wss = new WebSocketServer({ noServer: true, maxPayload: limits.maxMessageBytes, perMessageDeflate: false, clientTracking: false, handleProtocols });
   const listeners = socketListeners(sockets, log);
+  // The 101 carries the upgrade's id too, as every HTTP response does.
+  wss.on("headers", (headers: string[], req: { [UPGRADE_ID]?: string }) => {
+    if (req[UPGRADE_ID] !== undefined) headers.push(`x-request-id: ${req[UPGRADE_ID]}`);
+  });
 
   const open = (socket: WebSocket, request: WebSocketRequest) => {
     const connection = new Connection(socket);
@@ -132,7 +149,8 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
     graphqlPath,
     resolver,
     log,
-    closing: () => sockets.closing,
+    trustProxy: options.trustProxy,
+    closing: () => sockets.closing || options.drain?.draining === true,
     accept: (req, socket, head, request) => wss.handleUpgrade(req, socket, head, (ws) => open(ws, request)),
   });
   app.server.on("upgrade", onUpgrade);
@@ -155,7 +173,24 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
     wss.close();
     done();
   });
-  return { credentialsChanged: createRevocationSweep(resolver, sockets.connections, log), socketCount: () => sockets.connections.size };
+  return {
+    credentialsChanged: createRevocationSweep(resolver, sockets.connections, log),
+    socketCount: () => sockets.connections.size,
+    shed: (count) => shedOldest(sockets, count),
+  };
+}
+
+/** Closes up to `count` open sockets, in the order they opened (the map's order). */
+function shedOldest(sockets: Sockets, count: number): number {
+  let closed = 0;
+  if (sockets.closing) return 0;
+  for (const socket of sockets.connections.keys()) {
+    if (closed >= count) break;
+    if (socket.readyState !== socket.OPEN) continue;
+    closeSocket(socket, CLOSE_TRY_AGAIN_LATER, "Rebalancing: connect again");
+    closed++;
+  }
+  return closed;
 }
 
 /**
@@ -243,6 +278,8 @@ function socketListeners(sockets: Sockets, log: Logger) {
 function closeAll(connections: ReadonlyMap<WebSocket, Connection>, log: Logger, done: () => void): void {
   const sockets = [...connections.keys()];
   if (sockets.length === 0) {
+    // A step of the stop's logged timeline, even with nothing to close.
+    log.info({ sockets: 0 }, "WebSocket connections closed");
     done();
     return;
   }
@@ -255,6 +292,7 @@ function closeAll(connections: ReadonlyMap<WebSocket, Connection>, log: Logger, 
     socket.once("close", () => {
       if (--left === 0) {
         clearTimeout(timer);
+        log.info("WebSocket connections closed");
         done();
       }
     });

@@ -2,6 +2,8 @@ import path from "node:path";
 import { configInvalid, optionInvalid, type HubError } from "./errors.js";
 import * as parse from "./parse.js";
 import type { Parsed } from "./parse.js";
+import { DEFAULT_SOCKET_REBALANCE, socketRebalanceOption, type SocketRebalance } from "./live/rebalance-options.js";
+import { trustProxyOption, trustProxyText, type TrustProxy } from "./trust-proxy.js";
 
 /**
  * The process configuration: the environment (README: Configuration), each
@@ -36,6 +38,16 @@ export interface HubConfig {
   directDatabaseUrl: string | undefined;
   /** HUB_DATABASE_POOLER: "transaction" when the URLs lead to a transaction pooler (PgBouncer). */
   databasePooler: DatabasePooler;
+  /** The liveness path (default /healthz), or false: not served. */
+  livenessPath: string | false;
+  /** The readiness path (default /readyz), or false: not served. */
+  readinessPath: string | false;
+  /** How long stop() keeps serving, with readiness 503, before it stops accepting (ms; 5000 in production, else 0). */
+  drainMs: number;
+  /** Which peers may set X-Forwarded-For and X-Request-ID (default: none). */
+  trustProxy: TrustProxy;
+  /** Moving WebSockets off an instance that holds more than its share (default: on in production). */
+  socketRebalance: SocketRebalance | false;
 }
 
 export const DATABASE_POOLERS = ["none", "transaction"] as const;
@@ -98,7 +110,27 @@ export const RULES = {
   } as Rule<number>,
   directDatabaseUrl: { variable: "DIRECT_DATABASE_URL", option: "directDatabaseUrl", env: parse.postgresUrl, option_: parse.postgresUrl } as Rule<string>,
   databasePooler: { variable: "HUB_DATABASE_POOLER", option: "databasePooler", env: parse.oneOf(DATABASE_POOLERS), option_: parse.oneOf(DATABASE_POOLERS) } as Rule<DatabasePooler>,
+  livenessPath: healthPathRule("HUB_LIVENESS_PATH", "livenessPath", "/healthz"),
+  readinessPath: healthPathRule("HUB_READINESS_PATH", "readinessPath", "/readyz"),
+  drainMs: { variable: "HUB_DRAIN_MS", option: "drainMs", env: parse.wholeMillisecondsText, option_: parse.wholeMilliseconds } as Rule<number>,
+  trustProxy: { variable: "HUB_TRUST_PROXY", option: "trustProxy", env: trustProxyText, option_: trustProxyOption } as Rule<TrustProxy>,
+  socketRebalance: {
+    variable: "HUB_SOCKET_REBALANCE",
+    option: "socketRebalance",
+    env: (raw) => (raw === "on" ? { value: DEFAULT_SOCKET_REBALANCE } : raw === "off" ? { value: false } : { expected: "on or off" }),
+    option_: socketRebalanceOption,
+  } as Rule<SocketRebalance | false>,
 } satisfies Record<string, Rule<unknown>>;
+
+/** A health path: on (its default), off, or another path; never one the hub uses. */
+function healthPathRule(variable: string, option: string, fallback: string): Rule<string | false> {
+  return {
+    variable,
+    option,
+    env: (raw) => (raw === "on" ? { value: fallback } : raw === "off" ? { value: false } : parse.servedPath(raw, `on, off or a path such as ${fallback}`)),
+    option_: (v) => (v === true ? { value: fallback } : v === false ? { value: false } : parse.servedPath(v, `true, false or a path such as ${fallback}`)),
+  };
+}
 
 type Settings = typeof RULES;
 type ValueOf<K extends keyof Settings> = Settings[K] extends Rule<infer T> ? T : never;
@@ -144,7 +176,7 @@ export function readConfig(env: Env = process.env, options: ConfigOptions = {}):
   const { databaseUrl, superuserDatabaseUrl, databaseUrlVariable } = databaseUrls(env, options, pick);
   const host = pick("host")?.value;
   const dataDir = pick("dataDir")?.value;
-  return {
+  const config: HubConfig = {
     databaseUrl,
     superuserDatabaseUrl,
     databaseUrlVariable,
@@ -159,7 +191,35 @@ export function readConfig(env: Env = process.env, options: ConfigOptions = {}):
     // Anyone can mint playground players: never on in production unless asked for.
     playground: pick("playground")?.value ?? (databaseUrl === undefined && nodeEnv !== "production"),
     ...sessionSettings(databaseUrl, pick),
+    livenessPath: pick("livenessPath")?.value ?? "/healthz",
+    readinessPath: pick("readinessPath")?.value ?? "/readyz",
+    // A proxy needs a few seconds to see readiness fail; a developer's Ctrl-C should not wait.
+    drainMs: pick("drainMs")?.value ?? (nodeEnv === "production" ? 5000 : 0),
+    trustProxy: pick("trustProxy")?.value ?? false,
+    socketRebalance: pick("socketRebalance")?.value ?? (nodeEnv === "production" ? DEFAULT_SOCKET_REBALANCE : false),
   };
+  checkHealthPaths(config, (key) => pick(key)?.source);
+  return config;
+}
+
+/**
+ * A health check under the dashboard's path, or both checks on one path,
+ * would not be answered as configured: refused, naming the setting given
+ * (the dashboard's when the check kept its default path).
+ */
+function checkHealthPaths(config: HubConfig, sourceOf: (key: "livenessPath" | "readinessPath" | "dashboard") => Source | undefined): void {
+  for (const key of ["livenessPath", "readinessPath"] as const) {
+    const at = config[key];
+    if (at === false) continue;
+    const { dashboard } = config;
+    const inDashboard = dashboard !== false && (at === dashboard || at.startsWith(`${dashboard}/`));
+    const sameAsLiveness = key === "readinessPath" && at === config.livenessPath;
+    if (!inDashboard && !sameAsLiveness) continue;
+    const what = inDashboard ? `the dashboard's (${String(dashboard)})` : `the liveness check's (${at})`;
+    const source = sourceOf(key);
+    if (source) throw invalid(RULES[key], source, at, `a path other than ${what}`);
+    throw invalid(RULES.dashboard, sourceOf("dashboard") ?? "env", dashboard, `a path that does not hold the ${key === "livenessPath" ? "liveness" : "readiness"} check's ${at}`);
+  }
 }
 
 /**

@@ -84,6 +84,28 @@ export interface ServerOptions {
   directDatabaseUrl?: string;
   /** "transaction" when the database URLs lead to a transaction pooler such as PgBouncer (HUB_DATABASE_POOLER). */
   databasePooler?: "none" | "transaction";
+  /** The liveness path, answered without database work: true (at /healthz, the default), false, or the path (HUB_LIVENESS_PATH). */
+  livenessPath?: boolean | string;
+  /** The readiness path, 503 while draining: true (at /readyz, the default), false, or the path (HUB_READINESS_PATH). */
+  readinessPath?: boolean | string;
+  /**
+   * How long stop() (and SIGTERM) keeps serving, with readiness answering 503
+   * and every response `Connection: close`, before it stops accepting, ms
+   * (HUB_DRAIN_MS; default 5000 in production, else 0).
+   */
+  drainMs?: number;
+  /**
+   * Which peers are proxies whose X-Forwarded-For gives the client's address
+   * and whose X-Request-ID is taken as the request id: true, a number of hops,
+   * or addresses and CIDR ranges (HUB_TRUST_PROXY; default none).
+   */
+  trustProxy?: boolean | number | string | string[];
+  /**
+   * Instances sharing a database move WebSockets off the one holding more
+   * than its share: true, false, or its settings (HUB_SOCKET_REBALANCE;
+   * default on in production).
+   */
+  socketRebalance?: boolean | Partial<import("./live/rebalance-options.js").SocketRebalance>;
 }
 
 const integerAtLeast = (min: number) => ({ type: "integer", minimum: min, expected: `an integer >= ${min}` });
@@ -139,6 +161,11 @@ const OPTION_SCHEMAS: Record<keyof ServerOptions, object> = {
   },
   directDatabaseUrl: checkedWithTheEnvironment,
   databasePooler: checkedWithTheEnvironment,
+  livenessPath: checkedWithTheEnvironment,
+  readinessPath: checkedWithTheEnvironment,
+  drainMs: checkedWithTheEnvironment,
+  trustProxy: checkedWithTheEnvironment,
+  socketRebalance: checkedWithTheEnvironment,
 };
 
 export const KNOWN_OPTIONS = Object.keys(OPTION_SCHEMAS) as (keyof ServerOptions)[];

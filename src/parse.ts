@@ -64,17 +64,20 @@ export const postgresUrl: Parser<string> = (v) => {
 const RESERVED_PATHS = ["/graphql", "/graphiql", "/ruru-static"];
 
 /**
- * Where the dashboard is mounted: an absolute path of plain segments, not the
- * site's root nor a path the hub uses. `alternatives` names the other accepted
- * values, as in "on, off or".
+ * A path the hub answers itself (the dashboard, the health checks): an
+ * absolute path of plain segments, not the site's root nor a path the hub
+ * uses. `what` says what is accepted, as in "on, off or a path such as /admin".
  */
-export const dashboardPath = (v: unknown, alternatives: string): Parsed<string> => {
-  const what = `${alternatives} a path such as /admin (segments of letters, digits, - _ . ~; not / nor ${RESERVED_PATHS.join(", ")})`;
-  if (typeof v !== "string" || !/^(\/[A-Za-z0-9_~-][A-Za-z0-9._~-]*)+\/?$/.test(v)) return expected(what);
+export const servedPath = (v: unknown, what: string): Parsed<string> => {
+  const full = `${what} (segments of letters, digits, - _ . ~; not / nor ${RESERVED_PATHS.join(", ")})`;
+  if (typeof v !== "string" || !/^(\/[A-Za-z0-9_~-][A-Za-z0-9._~-]*)+\/?$/.test(v)) return expected(full);
   const normalised = v.replace(/\/$/, "");
-  if (RESERVED_PATHS.some((p) => normalised === p || normalised.startsWith(`${p}/`))) return expected(what);
+  if (RESERVED_PATHS.some((p) => normalised === p || normalised.startsWith(`${p}/`))) return expected(full);
   return ok(normalised);
 };
+
+/** Where the dashboard is mounted. `alternatives` names the other accepted values, as in "on, off or". */
+export const dashboardPath = (v: unknown, alternatives: string): Parsed<string> => servedPath(v, `${alternatives} a path such as /admin`);
 
 /** A switch written as text (an environment variable). */
 export const onOff: Parser<boolean> = (v) => (v === "on" ? ok(true) : v === "off" ? ok(false) : expected("on or off"));
@@ -97,6 +100,10 @@ export const milliseconds: Parser<number> = (v) =>
 /** A duration in whole milliseconds, as Postgres and Node's timers take it. */
 export const wholeMilliseconds: Parser<number> = (v) =>
   Number.isInteger(v) && (v as number) >= 0 ? ok(v as number) : expected("an integer number of milliseconds >= 0");
+
+/** wholeMilliseconds written as text (an environment variable): digits only. */
+export const wholeMillisecondsText: Parser<number> = (v) =>
+  typeof v === "string" && /^\d{1,10}$/.test(v) ? wholeMilliseconds(Number(v)) : expected("an integer number of milliseconds >= 0");
 
 /** A Postgres schema name as written unquoted. */
 export const pgSchemaName: Parser<string> = (v) =>

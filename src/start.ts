@@ -35,6 +35,9 @@ import { startTransferWorker, type TransferWorker } from "./transfers/worker.js"
 import { serverStarted, serverStopped, type ServerState } from "./server-state.js";
 import { createServerState } from "./create-server-state.js";
 import { startBankrollSweep, type BankrollSweep } from "./money/fold.js";
+import { mountHealth } from "../adapters/health.js";
+import { trustFunction } from "./trust-proxy.js";
+import { startSocketRebalance } from "./live/rebalance.js";
 
 export interface RunningServer {
   port: number;
@@ -132,8 +135,14 @@ function loadHttpModules(withExpress: boolean) {
 }
 
 /** The paths the hub serves itself, which configureApp's routes cannot take. */
-function builtInPaths(dashboard: string | false, graphiql: boolean): BuiltInPath[] {
+function builtInPaths(dashboard: string | false, graphiql: boolean, health: Pick<HubConfig, "livenessPath" | "readinessPath"> = { livenessPath: false, readinessPath: false }): BuiltInPath[] {
   const paths: BuiltInPath[] = [{ path: GRAPHQL_PATH, what: "GraphQL", prefix: false }];
+  if (health.livenessPath !== false) {
+    paths.push({ path: health.livenessPath, what: "the liveness check", prefix: false, hint: "move it (livenessPath, HUB_LIVENESS_PATH) or turn it off (livenessPath: false, HUB_LIVENESS_PATH=off)" });
+  }
+  if (health.readinessPath !== false) {
+    paths.push({ path: health.readinessPath, what: "the readiness check", prefix: false, hint: "move it (readinessPath, HUB_READINESS_PATH) or turn it off (readinessPath: false, HUB_READINESS_PATH=off)" });
+  }
   if (graphiql) {
     const hint = "turn GraphiQL off (graphiql: false)";
     paths.push({ path: "/graphiql", what: "GraphiQL", prefix: false, hint }, { path: "/ruru-static", what: "GraphiQL's files", prefix: true, hint });
@@ -223,6 +232,16 @@ async function openDatabaseSide(server: ServerState, core: Core, options: Server
     core.worker = { wake: () => worker.wake(), stop: () => (unregister(), worker.stop()) };
   }
   return pools;
+}
+
+/**
+ * A server's drain: set at stop(), before anything closes. Readiness answers
+ * 503, every response ends its connection, WebSocket upgrades are refused with
+ * 503, and what registered in `onDrain` stops (the socket rebalance).
+ */
+interface Drain {
+  draining: boolean;
+  readonly onDrain: (() => Promise<void>)[];
 }
 
 /** What the HTTP side needs of the GraphQL side. */
@@ -327,7 +346,7 @@ async function exportSchema(schema: GraphQLSchema, file: string, log: Logger): P
  * last, releases the core. Fastify runs them once HTTP has stopped and the
  * in-flight requests are done.
  */
-async function createHttpSide(server: ServerState, core: Core, graphql: GraphQLSide, options: ServerOptions, config: HubConfig): Promise<FastifyInstance> {
+async function createHttpSide(server: ServerState, core: Core, graphql: GraphQLSide, options: ServerOptions, config: HubConfig, drain: Drain): Promise<FastifyInstance> {
   const { log } = server;
   const pools = core.pools!;
   const httpModules = loadHttpModules(options.configureApp !== undefined);
@@ -337,9 +356,10 @@ async function createHttpSide(server: ServerState, core: Core, graphql: GraphQLS
   if (options.exportSchemaSDLPath) await exportSchema(schema, options.exportSchemaSDLPath, log);
 
   const [{ createFastify }, expressAdapter] = await Promise.all([httpModules.fastify, httpModules.express]);
-  const expressApp = options.configureApp && expressAdapter ? await expressAdapter.createExpressApp(options.configureApp, pools.superuser) : undefined;
+  const trustProxy = trustFunction(config.trustProxy);
+  const expressApp = options.configureApp && expressAdapter ? await expressAdapter.createExpressApp(options.configureApp, pools.superuser, trustProxy) : undefined;
   if (expressApp && expressAdapter) {
-    const collisions = expressAdapter.routeCollisions(expressApp.app, builtInPaths(config.dashboard, options.graphiql ?? config.nodeEnv !== "production"));
+    const collisions = expressAdapter.routeCollisions(expressApp.app, builtInPaths(config.dashboard, options.graphiql ?? config.nodeEnv !== "production", config));
     if (collisions.length > 0) throw new HubError("HUB_ROUTE_CONFLICT", collisions.join(" "));
   }
   const app = createFastify({
@@ -348,6 +368,8 @@ async function createHttpSide(server: ServerState, core: Core, graphql: GraphQLS
     bodyLimit: MAX_BODY,
     requestTimeoutMs: options.requestTimeoutMs ?? 30_000,
     messageClasses: expressApp?.messageClasses,
+    trustProxy,
+    drain,
   });
   // Registered first, so its onClose runs last: after HTTP has stopped and every part below has closed.
   await app.register(
@@ -368,9 +390,25 @@ async function createHttpSide(server: ServerState, core: Core, graphql: GraphQLS
   );
   await app.register(
     rootPlugin("hub-graphql", async (instance) => {
-      graphql.webSockets.front = await mountGraphQL(instance, graphql.pgl, { resolver: server.resolver!, limits: graphql.wsLimits, log });
+      const front = await mountGraphQL(instance, graphql.pgl, { resolver: server.resolver!, limits: graphql.wsLimits, log, drain, trustProxy });
+      graphql.webSockets.front = front;
+      if (front && config.socketRebalance) {
+        const rebalance = startSocketRebalance(pools.superuser, front, config.socketRebalance, log);
+        drain.onDrain.push(() => rebalance.stop());
+        // Before the core's hook (registered first, run last) ends the pools.
+        instance.addHook("onClose", () => rebalance.stop());
+      }
     }),
   );
+  const { livenessPath, readinessPath } = config;
+  if (livenessPath !== false || readinessPath !== false) {
+    const live = core.live!;
+    await app.register(
+      rootPlugin("hub-health", (instance) =>
+        mountHealth(instance, { liveness: livenessPath, readiness: readinessPath }, { draining: () => drain.draining, databaseReachable: () => live.connected() }),
+      ),
+    );
+  }
   const dashboard = config.dashboard;
   if (dashboard !== false) await app.register(rootPlugin("hub-dashboard", (instance) => mountDashboard(instance, dashboard, log)));
   if (expressApp && expressAdapter) {
@@ -380,7 +418,7 @@ async function createHttpSide(server: ServerState, core: Core, graphql: GraphQLS
 }
 
 /** Listen, then stop on SIGINT/SIGTERM unless the options say the caller handles signals. */
-async function listen(app: FastifyInstance, server: ServerState, options: ServerOptions, config: HubConfig): Promise<Omit<RunningServer, "superuserDatabaseUrl">> {
+async function listen(app: FastifyInstance, server: ServerState, options: ServerOptions, config: HubConfig, drain: Drain): Promise<Omit<RunningServer, "superuserDatabaseUrl">> {
   const { log } = server;
   await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG }).catch((error: unknown) => {
     throw listenFailed(error, config.port, config.host, options.port !== undefined);
@@ -397,7 +435,8 @@ async function listen(app: FastifyInstance, server: ServerState, options: Server
   let stopping: Promise<void> | undefined;
   const stop = () => {
     stopping ??= (async () => {
-      log.info("stopping: closing HTTP, then the database pools");
+      await drainFor(drain, config.drainMs, log);
+      log.info("stopping: no longer accepting; in-flight requests finish, WebSockets close (1001), then the database pools");
       await closeWithin(app, options.shutdownTimeoutMs ?? 10_000, log);
       log.info("stopped");
       // Only now: a second Ctrl-C while stopping must reach onSignal (which
@@ -409,6 +448,19 @@ async function listen(app: FastifyInstance, server: ServerState, options: Server
   };
   const removeSignalHandlers = options.handleSignals === false ? () => undefined : stopOnSignals(stop, log);
   return { port, url, stop };
+}
+
+/**
+ * The first step of stop(): readiness turns 503 at once, while requests keep
+ * being served (each answer closing its connection) for drainMs, the time a
+ * proxy's health checks need to stop sending traffic here.
+ */
+async function drainFor(drain: Drain, drainMs: number, log: Logger): Promise<void> {
+  drain.draining = true;
+  log.info({ drainMs }, "drain started: readiness answers 503, WebSocket upgrades 503; still serving, each response with Connection: close");
+  // The steps run during the drain rather than before it (the rebalance deletes its row: a query).
+  const steps = drain.onDrain.map((step) => step().catch((error: unknown) => log.warn({ err: error }, "error while draining")));
+  await Promise.all([...steps, drainMs > 0 ? new Promise((resolve) => setTimeout(resolve, drainMs)) : undefined]);
 }
 
 /** SIGINT and SIGTERM stop the server, then exit; a second signal while stopping exits at once. The function removes the handlers. */
@@ -462,8 +514,9 @@ export async function startServer(
   try {
     const pools = await openDatabaseSide(server, core, options, config, extra.prewarmed);
     const graphql = openGraphQLSide(server, core, pools, options, config);
-    app = await createHttpSide(server, core, graphql, options, config);
-    const running = await listen(app, server, options, config);
+    const drain: Drain = { draining: false, onDrain: [] };
+    app = await createHttpSide(server, core, graphql, options, config, drain);
+    const running = await listen(app, server, options, config, drain);
     callback?.({ port: running.port });
     return { ...running, superuserDatabaseUrl: core.db!.superuserUrl, [SERVER_STATE]: server } as RunningServer;
   } catch (error) {

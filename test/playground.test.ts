@@ -298,7 +298,8 @@ t.test("the other revision's forms: {} and { experienceClientId } make a new pla
 
 /** `node dist/server.js` (the bare hub) with this environment, on its own data dir. */
 async function serverProcess(t: { teardown(fn: () => unknown): void }, dataDir: string, env: Record<string, string>) {
-  const proc = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off", HOST: "127.0.0.1", LOG_LEVEL: "info", ...env });
+  // No drain at stop (5 s in production): nothing here is behind a proxy.
+  const proc = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off", HOST: "127.0.0.1", LOG_LEVEL: "info", HUB_DRAIN_MS: "0", ...env });
   t.teardown(() => {
     if (proc.child.exitCode === null) proc.child.kill("SIGKILL");
   });

@@ -18,7 +18,8 @@ async function untilLogged(output: () => string, found: (text: string) => boolea
 
 t.test("HUB_CONFIG: the stock binary runs an operator's ServerOptions module; masked errors are logged with the request id", async (t) => {
   // A database of the test kit's shared cluster: nothing here is about the embedded Postgres.
-  const server = await startServerProcess({ ...(await sharedClusterDatabase(t)), HUB_CONFIG: path.join(ROOT, "test/fixtures/config-failing-plugin.mjs") });
+  // The test speaks as the proxy in front: its X-Request-ID is taken only from a trusted peer (trust-proxy.test.ts).
+  const server = await startServerProcess({ ...(await sharedClusterDatabase(t)), HUB_CONFIG: path.join(ROOT, "test/fixtures/config-failing-plugin.mjs"), HUB_TRUST_PROXY: "loopback" });
   t.teardown(() => server.child.kill("SIGKILL"));
   t.same((await gql(server.url, "{ configured }")).body, { data: { configured: "from HUB_CONFIG" } });
   t.same(await (await fetch(`${server.url}/configured`)).json(), { by: "HUB_CONFIG" });
@@ -62,7 +63,7 @@ t.test("node dist/server.js takes no arguments: --help lists the variables, anyt
   const help = await runServerExpectingFailure({ HUB_DATA_DIR: dataDir }, ["--help"]);
   t.equal(help.code, 0, "--help exits 0");
   t.match(help.stdout, /^Usage: node dist\/server\.js/, "the usage on stdout");
-  for (const variable of ["DATABASE_URL", "SUPERUSER_DATABASE_URL", "HUB_DATA_DIR", "PORT", "HOST", "LOG_LEVEL", "HUB_CONFIG", "HUB_EXAMPLES"]) {
+  for (const variable of ["DATABASE_URL", "SUPERUSER_DATABASE_URL", "HUB_DATA_DIR", "PORT", "HOST", "LOG_LEVEL", "HUB_CONFIG", "HUB_EXAMPLES", "HUB_DRAIN_MS", "HUB_TRUST_PROXY", "HUB_READINESS_PATH", "HUB_SOCKET_REBALANCE"]) {
     t.match(help.stdout, new RegExp(`\\b${variable}\\b`), `names ${variable}`);
   }
   t.equal(help.stderr, "", "nothing else: no log line, no Postgres started");

@@ -25,6 +25,15 @@ variables, read at start-up (docs/configuration.md):
   LOG_PRETTY       true or false (default: pretty in a development terminal)
   HUB_PLAYGROUND, HUB_INTROSPECTION, HUB_DASHBOARD
                    on or off (HUB_DASHBOARD: or the path to serve it at)
+  HUB_LIVENESS_PATH, HUB_READINESS_PATH
+                   the health checks (default /healthz, /readyz): on, off or a path
+  HUB_DRAIN_MS     how long a stopping server keeps serving, readiness 503
+                   (default 5000 in production, else 0)
+  HUB_TRUST_PROXY  the proxies whose X-Forwarded-For / X-Request-ID are believed:
+                   true, a number of hops, or addresses and CIDR ranges
+  HUB_SOCKET_REBALANCE
+                   on or off: move WebSockets off an instance holding more than
+                   its share (default on in production)
   HUB_CONFIG       a module whose default export is the ServerOptions to start with
   HUB_EXAMPLES     off: the bare hub instead of the demo plugins and routes
 

@@ -73,6 +73,11 @@ import { readMigrationFolder, type Migration } from "./migration-files.js";
  *   hub_hidden.withdrawal_send_window keeps until when a send may still reach
  *   the casino; it is written outside the sender's transaction so a refund can
  *   trust it after a crash.
+ *
+ * 0029-instances: hub_hidden.instance, one row per running instance sharing
+ *   the database with its open WebSocket count, written on a heartbeat through
+ *   the superuser pool and deleted at a clean stop (src/live/rebalance.ts).
+ *   Not granted to app_postgraphile: no GraphQL request reads the fleet.
  */
 
 /**

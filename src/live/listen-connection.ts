@@ -24,6 +24,8 @@ export interface ListenConnection {
   /** LISTEN on one more channel now, if connected (else at the next connection, through channels()). */
   listen(channel: string): void;
   unlisten(channel: string): void;
+  /** LISTEN is in place now (false from the connection's end until it is back). */
+  connected(): boolean;
   close(): Promise<void>;
 }
 
@@ -89,6 +91,7 @@ export function openListenConnection(options: ListenConnectionOptions): ListenCo
     ready: connect(),
     listen: (channel) => run(`listen ${pg.escapeIdentifier(channel)}`),
     unlisten: (channel) => run(`unlisten ${pg.escapeIdentifier(channel)}`),
+    connected: () => connected,
     async close() {
       closed = true;
       if (retryTimer) clearTimeout(retryTimer);

@@ -42,6 +42,8 @@ export interface LiveNotifications {
   ready: Promise<void>;
   /** Subscribers of this server, for logs and the bench. */
   subscriberCount(): number;
+  /** Whether the LISTEN connection is up: what readiness reports of the database, at no cost. */
+  connected(): boolean;
   /** Ends the connection; open iterators end too. */
   close(): Promise<void>;
 }
@@ -155,6 +157,7 @@ export function createLiveNotifications(url: string, log: Logger, options: { int
   return {
     ready: connection.ready,
     subscriberCount: () => topics.count,
+    connected: () => connection.connected(),
     subscribe(topic) {
       const isCore = isCoreTopic(topic);
       if (!isCore) {

@@ -122,7 +122,8 @@ const isConnectionLost = (error: unknown) => connectionLoss(error) !== undefined
 
 /**
  * Start a hub on a throw-away database. Same options as startAndListen, with
- * test defaults: port 0, handleSignals false, logLevel "warn", playground on.
+ * test defaults: port 0, handleSignals false, logLevel "warn", playground on,
+ * drainMs 0, socketRebalance off.
  * `databaseUrl` + `superuserDatabaseUrl` choose a Postgres server to create
  * the databases on (default: the shared embedded cluster); `dataDir` where the
  * shared cluster lives (default: os.tmpdir()/hub-test-kit-<uid>-<tag of the Postgres binaries>).
@@ -160,6 +161,9 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       ...serverOptions,
       port: options.port ?? 0,
       handleSignals: options.handleSignals ?? false,
+      // A test's stop() should not wait for a proxy that is not there, nor its sockets move.
+      drainMs: options.drainMs ?? 0,
+      socketRebalance: options.socketRebalance ?? false,
       logLevel,
       databaseUrl: cluster.authenticatorUrlFor(database),
       superuserDatabaseUrl: superuserUrl,
