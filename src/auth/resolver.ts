@@ -57,6 +57,12 @@ export interface IdentityResolver {
    * an identity longer than one request (WebSockets).
    */
   stillValid(identities: Iterable<Identity>): Promise<Set<string>>;
+  /**
+   * As stillValid, with when each valid credential expires now (ms since the
+   * epoch; Infinity for an API key): an expiry moved earlier or later while a
+   * connection is open is what the connection is held to from then on.
+   */
+  validUntil(identities: Iterable<Identity>): Promise<Map<string, number>>;
 }
 
 export interface IdentityResolverOptions {
@@ -99,9 +105,9 @@ const LOOKUP_CONCURRENCY = 2;
 const LOOKUP_BATCH = 256;
 
 const STILL_VALID_SQL = `
-select s.id from hub.session s where s.id = any($1::uuid[]) and ${VALID_SESSION}
+select s.id, s.expired_at from hub.session s where s.id = any($1::uuid[]) and ${VALID_SESSION}
 union all
-select k.id from hub.api_key k where k.id = any($2::uuid[]) and ${VALID_API_KEY}`;
+select k.id, null from hub.api_key k where k.id = any($2::uuid[]) and ${VALID_API_KEY}`;
 
 interface SessionRow {
   digest: Buffer;
@@ -224,12 +230,15 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
       inFlight.clear();
     },
     async stillValid(identities) {
+      return new Set((await resolver.validUntil(identities)).keys());
+    },
+    async validUntil(identities) {
       const sessionIds = new Set<string>();
       const keyIds = new Set<string>();
       for (const identity of identities) (identity.kind === "user" ? sessionIds : keyIds).add(credentialIdOf(identity));
-      if (sessionIds.size === 0 && keyIds.size === 0) return new Set();
-      const { rows } = await pool.query<{ id: string }>(STILL_VALID_SQL, [[...sessionIds], [...keyIds]]);
-      return new Set(rows.map((row) => row.id));
+      if (sessionIds.size === 0 && keyIds.size === 0) return new Map();
+      const { rows } = await pool.query<{ id: string; expired_at: Date | null }>(STILL_VALID_SQL, [[...sessionIds], [...keyIds]]);
+      return new Map(rows.map((row) => [row.id, row.expired_at ? row.expired_at.getTime() : Infinity]));
     },
     forgetSession(sessionId) {
       // A lookup already under way may have read the session before it was
