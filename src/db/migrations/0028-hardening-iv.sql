@@ -16,3 +16,17 @@ create trigger api_key_credentials_changed
 create trigger api_key_credentials_truncated
   after truncate on hub.api_key
   for each statement execute function hub_hidden.notify_credentials_changed();
+
+-- The last time the hub could not fetch a casino's key set from its JWKS URL,
+-- and why: the casino is unreachable or misconfigured, and its players cannot
+-- log in. Kept for operators (the dashboard's casino view); one row per casino.
+create table hub.jwk_set_failure (
+  casino_id uuid primary key references hub.casino(id),
+  jwks_url text not null,
+  message text not null check (length(message) <= 1000),
+  failed_at timestamptz not null default now()
+);
+comment on table hub.jwk_set_failure is E'The last failure to fetch the casino''s key set from its JWKS URL (timeout, refused, too large, not a JSON key set), and when.';
+alter table hub.jwk_set_failure enable row level security;
+grant select on hub.jwk_set_failure to app_postgraphile;
+create policy select_jwk_set_failure on hub.jwk_set_failure for select using (hub_hidden.is_operator());
