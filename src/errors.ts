@@ -77,9 +77,10 @@ export const ErrorCodes = {
   // Chat (hubChat* mutations)
   CHAT_BODY_EMPTY: "A chat message's body is empty or only spaces.",
   CHAT_BODY_TOO_LONG: "A chat message's body has more than 500 characters (Unicode code points); extensions.limit holds the limit.",
-  CHAT_BODY_CONTROL_CHARACTER: "A chat message's body contains a control character (a line break, tab, NUL, DEL or a C1 control).",
+  CHAT_BODY_CONTROL_CHARACTER: "A chat message's body contains a control character (a line break, tab, NUL, DEL or a C1 control) or a Unicode line or paragraph separator (U+2028, U+2029): a body is one line.",
   CHAT_NOT_FOUND: "A chat operation names a player, experience or message that does not exist, or a player outside the casino or experience it acts in.",
   CHAT_NOT_MUTED: "hubChatUnmuteUser: the player has no mute in force to end.",
+  CHAT_MODERATION_FORBIDDEN: "hubChatMuteUser / hubChatUnmuteUser: a mod tried to lift or change a mute an operator made (an operator outranks a mod), or their own mute; nothing changed.",
   CHAT_MUTE_INVALID: "hubChatMuteUser: expiredAt is not in the future, or the reason has more than 500 characters.",
   // Configuration
   SERVER_MISCONFIGURED: "The server's configuration is incomplete: the database refused the server access it needs (SQLSTATE 42501, e.g. a table of a user migration without its GRANT to app_postgraphile); the server log names the object and the statement to run.",
