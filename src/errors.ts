@@ -81,7 +81,7 @@ export const ErrorCodes = {
   CHAT_NOT_FOUND: "A chat operation names a player, experience or message that does not exist, or a player outside the casino or experience it acts in.",
   CHAT_NOT_MUTED: "hubChatUnmuteUser: the player has no mute in force to end.",
   CHAT_MODERATION_FORBIDDEN: "hubChatMuteUser / hubChatUnmuteUser: a mod tried to lift or change a mute an operator made (an operator outranks a mod), or their own mute; nothing changed.",
-  CHAT_MUTE_INVALID: "hubChatMuteUser: expiredAt is not in the future, or the reason has more than 500 characters.",
+  CHAT_MUTE_INVALID: "hubChatMuteUser: expiredAt is not in the future, or the reason has more than 500 characters or is not one line (a control character, U+2028, U+2029).",
   // Configuration
   SERVER_MISCONFIGURED: "The server's configuration is incomplete: the database refused the server access it needs (SQLSTATE 42501, e.g. a table of a user migration without its GRANT to app_postgraphile); the server log names the object and the statement to run.",
   // Operator updates and the faucet

@@ -119,6 +119,11 @@ t.test("a chat body is one line: every control character and line or paragraph s
   }
   const { rows: after } = await pool.query<{ n: number }>("select count(*)::int as n from hub.chat_message");
   t.equal(after[0]!.n, before[0]!.n, "nothing was stored");
+  for (const sep of ["\n", "\u2028", "\u2029", "\u0085"]) {
+    const res = await gql(B, MUTE, { i: { userId: who.userId, reason: `two${sep}lines` } }, op);
+    t.same(codes(res), ["CHAT_MUTE_INVALID"], `a mute reason with U+${sep.codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")}: refused`);
+  }
+  t.equal((await activeMutes(who.userId)).length, 0, "and nobody was muted");
   for (const body of ["no\u00a0break space", "zero\u200bwidth", "emoji 🎲 ok"]) t.equal(await post(B, who, body), "HubChatCreateUserMessageSuccess", `${JSON.stringify(body)}: one line, accepted`);
 });
 

@@ -65,6 +65,10 @@ function jwksServer(): http.Server {
         res.setHeader("content-type", "application/json");
         res.end(JSON.stringify({ keys: "none" }));
         return;
+      case "deep":
+        res.setHeader("content-type", "application/json");
+        res.end(`{"keys":[${JSON.stringify(jwk).slice(0, -1)},"x":${"[".repeat(50_000)}${"]".repeat(50_000)}}]}`);
+        return;
       case "error":
         res.statusCode = 503;
         res.end("{}");
@@ -165,6 +169,7 @@ t.test("an unusable key set answers CASINO_KEYS_UNAVAILABLE on both instances, s
     ["trickle", /no whole answer within 3000 ms/, false],
     ["not-json", /not JSON/, false],
     ["not-a-set", /not a key set/, false],
+    ["deep", /nested deeper than 8 levels/, false],
     ["error", /HTTP 503/, false],
     ["redirect", /HTTP 302/, false],
     ["refused", /could not be reached/, false],

@@ -15,6 +15,8 @@ export const KEY_SET_TIMEOUT_MS = 3000;
 export const KEY_SET_MAX_AGE_MS = 10 * 60_000;
 export const KEY_SET_COOLDOWN_MS = 30_000;
 export const KEY_SET_RETRY_MS = 5000;
+/** A key set is an object of an array of flat JWKs (x5c an array of strings): a few levels. Deeper JSON could not be stored as jsonb. */
+const KEY_SET_MAX_DEPTH = 8;
 
 /** Why a key set could not be fetched, for the player's error and the operators' record. */
 export class KeySetUnavailableError extends Error {
@@ -114,9 +116,22 @@ async function fetchKeySet(url: string): Promise<JSONWebKeySet> {
   } catch {
     throw new KeySetUnavailableError("the JWKS URL's answer is not JSON");
   }
+  if (depthOver(set, KEY_SET_MAX_DEPTH)) throw new KeySetUnavailableError(`the JWKS URL's answer is nested deeper than ${KEY_SET_MAX_DEPTH} levels; a key set is not`);
   const keys = (set as { keys?: unknown } | null)?.keys;
   if (typeof set !== "object" || set === null || Array.isArray(set) || !Array.isArray(keys) || !keys.every((k) => typeof k === "object" && k !== null && !Array.isArray(k))) {
     throw new KeySetUnavailableError('the JWKS URL\'s answer is not a key set: expected a JSON object with a "keys" array of JWK objects');
   }
   return set as JSONWebKeySet;
+}
+
+/** Whether JSON `value` nests objects or arrays deeper than `max` (iterative: deep input cannot exhaust the stack). */
+function depthOver(value: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [item, depth] = stack.pop()!;
+    if (typeof item !== "object" || item === null) continue;
+    if (depth > max) return true;
+    for (const child of Array.isArray(item) ? item : Object.values(item)) stack.push([child, depth + 1]);
+  }
+  return false;
 }

@@ -16,7 +16,7 @@ export const CHAT_RATE_LIMIT = { posts: 5, windowSeconds: 10 } as const;
 // Every control character (C0, DEL, C1) and every Unicode line or paragraph
 // separator (U+2028, U+2029, categories Zl and Zp, which are not controls):
 // a chat line is one line of text however the reader breaks lines.
-const CONTROL = /[\p{Cc}\p{Zl}\p{Zp}]/u;
+export const CHAT_LINE_BREAKING = /[\p{Cc}\p{Zl}\p{Zp}]/u;
 
 /** Refuse a body the chat does not store; the text is otherwise kept exactly as sent. */
 export function checkChatBody(body: unknown, field: string): string {
@@ -29,7 +29,7 @@ export function checkChatBody(body: unknown, field: string): string {
       limit: CHAT_MAX_BODY_LENGTH,
     });
   }
-  const control = CONTROL.exec(body);
+  const control = CHAT_LINE_BREAKING.exec(body);
   if (control) {
     const code = control[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0");
     throw clientError(ErrorCode.CHAT_BODY_CONTROL_CHARACTER, `${field}: body must be one line, without control characters or line and paragraph separators (U+2028, U+2029); received U+${code} at index ${control.index}.`);
