@@ -135,7 +135,8 @@ export async function validatePublicKey(material: string): Promise<void> {
 async function keySetUnavailable(pool: Pick<pg.Pool, "query">, casinoId: string, url: string, error: KeySetUnavailableError, keys: CasinoKeys): Promise<CasinoTokenError> {
   if (keys.reportedFailures && !keys.reportedFailures.has(error)) {
     keys.reportedFailures.add(error);
-    await recordJwkSetFailure(pool, casinoId, url, error.message);
+    // The player's answer is the same whether or not the record could be written (the casino may be being removed).
+    await recordJwkSetFailure(pool, casinoId, url, error.message).catch(() => undefined);
   }
   return new CasinoTokenError(
     ErrorCode.CASINO_KEYS_UNAVAILABLE,
