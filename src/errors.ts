@@ -44,7 +44,7 @@ export const ErrorCodes = {
   // Casino token exchange (hubAuthenticate)
   UNKNOWN_CASINO: "No casino has the given id or base URL.",
   CASINO_NOT_CONFIGURED: "The casino has no public key or JWKS URL registered, so its tokens cannot be verified.",
-  CASINO_KEYS_UNAVAILABLE: "The casino's key set (its JWKS URL) could not be fetched: no answer in time, refused, not HTTP 200, larger than the hub reads, or not a JSON key set. The casino is unreachable or misconfigured, not the player's token; extensions.casinoId names it (and extensions.limit the size limit, when that was the cause).",
+  CASINO_KEYS_UNAVAILABLE: "The casino's key set (its JWKS URL) could not be fetched: no answer in time, refused, not HTTP 200, larger than the hub reads, not a JSON key set, no usable public key, or private key material in it. The casino is unreachable or misconfigured, not the player's token; extensions.casinoId names it (and extensions.limit the size limit, when that was the cause).",
   USER_TOKEN_EXPIRED: "The casino's user token has expired.",
   USER_TOKEN_BAD_SIGNATURE: "The user token was not signed by the key registered for the casino.",
   USER_TOKEN_CLAIM: "A claim of the user token is missing or not acceptable (player name, experience, issuer, audience).",

@@ -69,6 +69,14 @@ function jwksServer(): http.Server {
         res.setHeader("content-type", "application/json");
         res.end(`{"keys":[${JSON.stringify(jwk).slice(0, -1)},"x":${"[".repeat(50_000)}${"]".repeat(50_000)}}]}`);
         return;
+      case "empty":
+        res.setHeader("content-type", "application/json");
+        res.end(JSON.stringify({ keys: [] }));
+        return;
+      case "private":
+        res.setHeader("content-type", "application/json");
+        res.end(JSON.stringify({ keys: [{ ...jwk, d: "c2VjcmV0" }] }));
+        return;
       case "error":
         res.statusCode = 503;
         res.end("{}");
@@ -170,6 +178,8 @@ t.test("an unusable key set answers CASINO_KEYS_UNAVAILABLE on both instances, s
     ["not-json", /not JSON/, false],
     ["not-a-set", /not a key set/, false],
     ["deep", /nested deeper than 8 levels/, false],
+    ["empty", /no RSA, EC or OKP public key/, false],
+    ["private", /private key material/, false],
     ["error", /HTTP 503/, false],
     ["redirect", /HTTP 302/, false],
     ["refused", /could not be reached/, false],

@@ -121,8 +121,19 @@ async function fetchKeySet(url: string): Promise<JSONWebKeySet> {
   if (typeof set !== "object" || set === null || Array.isArray(set) || !Array.isArray(keys) || !keys.every((k) => typeof k === "object" && k !== null && !Array.isArray(k))) {
     throw new KeySetUnavailableError('the JWKS URL\'s answer is not a key set: expected a JSON object with a "keys" array of JWK objects');
   }
+  const jwks = keys as Record<string, unknown>[];
+  // A casino's misconfiguration, not a player's bad token: said as such, and never stored.
+  if (jwks.some((k) => PRIVATE_MEMBERS.some((m) => m in k))) {
+    throw new KeySetUnavailableError("the JWKS URL serves private key material (d, p, q, dp, dq, qi or k); it must serve public keys only");
+  }
+  if (!jwks.some((k) => k.kty === "RSA" || k.kty === "EC" || k.kty === "OKP")) {
+    throw new KeySetUnavailableError("the JWKS URL's key set has no RSA, EC or OKP public key to verify tokens with");
+  }
   return set as JSONWebKeySet;
 }
+
+/** JWK members that only private or symmetric keys have. */
+const PRIVATE_MEMBERS = ["d", "p", "q", "dp", "dq", "qi", "k"];
 
 /** Whether JSON `value` nests objects or arrays deeper than `max` (iterative: deep input cannot exhaust the stack). */
 function depthOver(value: unknown, max: number): boolean {
