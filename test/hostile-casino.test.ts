@@ -77,6 +77,10 @@ function jwksServer(): http.Server {
         res.setHeader("content-type", "application/json");
         res.end(JSON.stringify({ keys: [{ ...jwk, d: "c2VjcmV0" }] }));
         return;
+      case "many-keys":
+        res.setHeader("content-type", "application/json");
+        res.end(JSON.stringify({ keys: Array.from({ length: 101 }, () => jwk) }));
+        return;
       case "error":
         res.statusCode = 503;
         res.end("{}");
@@ -180,6 +184,7 @@ t.test("an unusable key set answers CASINO_KEYS_UNAVAILABLE on both instances, s
     ["deep", /nested deeper than 8 levels/, false],
     ["empty", /no RSA, EC or OKP public key/, false],
     ["private", /private key material/, false],
+    ["many-keys", /101 keys, more than the 100/, false],
     ["error", /HTTP 503/, false],
     ["redirect", /HTTP 302/, false],
     ["refused", /could not be reached/, false],

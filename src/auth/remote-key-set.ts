@@ -17,6 +17,8 @@ export const KEY_SET_COOLDOWN_MS = 30_000;
 export const KEY_SET_RETRY_MS = 5000;
 /** A key set is an object of an array of flat JWKs (x5c an array of strings): a few levels. Deeper JSON could not be stored as jsonb. */
 const KEY_SET_MAX_DEPTH = 8;
+/** The most keys a set may have (a casino rotating keys needs a handful). */
+export const KEY_SET_MAX_KEYS = 100;
 
 /** Why a key set could not be fetched, for the player's error and the operators' record. */
 export class KeySetUnavailableError extends Error {
@@ -122,6 +124,8 @@ async function fetchKeySet(url: string): Promise<JSONWebKeySet> {
     throw new KeySetUnavailableError('the JWKS URL\'s answer is not a key set: expected a JSON object with a "keys" array of JWK objects');
   }
   const jwks = keys as Record<string, unknown>[];
+  // Each key a token's header could match is tried in turn: many keys would make any anonymous login attempt costly.
+  if (jwks.length > KEY_SET_MAX_KEYS) throw new KeySetUnavailableError(`the JWKS URL's key set has ${jwks.length} keys, more than the ${KEY_SET_MAX_KEYS} the hub accepts`);
   // A casino's misconfiguration, not a player's bad token: said as such, and never stored.
   if (jwks.some((k) => PRIVATE_MEMBERS.some((m) => m in k))) {
     throw new KeySetUnavailableError("the JWKS URL serves private key material (d, p, q, dp, dq, qi or k); it must serve public keys only");
