@@ -6,6 +6,7 @@
  */
 import "./helpers/env.js";
 import t from "tap";
+import type * as Tap from "tap";
 import pg from "pg";
 import { startAndListen } from "@hubpkg/hub";
 import { createPlayerBalance } from "../dist/src/exports/test.js";

@@ -26,7 +26,7 @@ let hubs: { url: string; stop(): Promise<void> }[] = [];
 let pool: pg.Pool;
 let op: { header: { authorization: string } };
 let jwksBase: string;
-let privateKey: CryptoKey;
+let privateKey: Awaited<ReturnType<typeof generateKeyPair>>["privateKey"];
 let jwk: Record<string, unknown>;
 /** Per mode, the bytes the JWKS server wrote of its answers (what the hub made it send). */
 const written = new Map<string, number>();
