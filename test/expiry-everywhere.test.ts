@@ -90,6 +90,7 @@ t.test("an expiry moved into the past, or a revocation by SQL, closes the socket
     ["expired_at in the past", "update hub.session set expired_at = now() - interval '1 second' where id = $1"],
     ["revoked_at set", "update hub.session set revoked_at = now() where id = $1"],
     ["the session deleted", "delete from hub.session where id = $1"],
+    ["the session's digest changed (its key no longer names it)", "update hub.session set token_digest = sha256(token_digest) where id = $1"],
   ] as const) {
     const { player, sockets } = await subscribedPlayer(t, `past-${what.length}-${Date.now()}`);
     await pool.query(sql, [player.sessionId]);
@@ -118,3 +119,29 @@ t.test("an expiry moved later keeps the socket open past the old expiry", async 
   t.ok(await currentUser(hubs[1]!.url, player.header));
   t.same(closes, [], "the socket is still open");
 });
+
+t.test("TRUNCATE of the API keys closes every operator socket on both instances", async (t) => {
+  const operator = await makeOperator(url);
+  const closes = hubs.map(() => [] as { code: number; reason: string }[]);
+  await Promise.all(
+    hubs.map(async (hub, i) => {
+      const client = wsClient(hub.url, { authorization: operator.header.authorization }, { closes: closes[i]! });
+      t.teardown(() => client.dispose());
+      const ready = connected(client);
+      feed(client, "subscription { hubBetAlert { __typename } }");
+      await ready;
+    }),
+  );
+  for (const hub of hubs) t.ok(await isOperator(hub.url, operator.header), "HTTP accepts the key (and caches it for 60 s)");
+  await pool.query("truncate hub.api_key");
+  await until(() => closes.every((c) => c.length > 0), WAIT_MS, () => `both operator sockets to close (${JSON.stringify(closes)})`);
+  for (const c of closes) t.match(c[0], { code: 4401 });
+  for (const hub of hubs) t.notOk(await isOperator(hub.url, operator.header), "HTTP refuses it too");
+});
+
+async function isOperator(hubUrl: string, header: Record<string, string>): Promise<boolean> {
+  // Anonymous requests see no hub rows; an operator sees every casino (the playground one at least).
+  const out = await gql(hubUrl, "{ allHubCasinos { totalCount } }", {}, header);
+  if (out.body.errors) throw new Error(JSON.stringify(out.body.errors));
+  return (out.body.data?.allHubCasinos as { totalCount: number }).totalCount > 0;
+}
