@@ -138,6 +138,33 @@ function checkOptions(options: IdentityResolverOptions): { ttl: number; max: num
   return { ttl: ttl.value, max: max.value };
 }
 
+/**
+ * Of these identities, when each one still valid expires (Infinity for an API
+ * key), read from the database: revoked, expired, deleted, or its row's digest
+ * changed since it was resolved (the key no longer names that row): absent.
+ */
+async function readValidity(pool: pg.Pool, identities: Iterable<Identity>): Promise<Map<string, number>> {
+  const sessionIds = new Set<string>();
+  const keyIds = new Set<string>();
+  // The digest each identity was resolved from; an identity made by hand has none and is judged by its row alone.
+  const digests = new Map<string, Set<string>>();
+  for (const identity of identities) {
+    const id = credentialIdOf(identity);
+    (identity.kind === "user" ? sessionIds : keyIds).add(id);
+    const digest = (credentialBehind(identity) as Found | undefined)?.digest;
+    if (digest !== undefined) digests.set(id, (digests.get(id) ?? new Set()).add(digest));
+  }
+  if (sessionIds.size === 0 && keyIds.size === 0) return new Map();
+  const { rows } = await pool.query<{ id: string; expired_at: Date | null; digest: Buffer }>(STILL_VALID_SQL, [[...sessionIds], [...keyIds]]);
+  const valid = new Map<string, number>();
+  for (const row of rows) {
+    const presented = digests.get(row.id);
+    if (presented && (presented.size > 1 || !presented.has(row.digest.toString("hex")))) continue;
+    valid.set(row.id, row.expired_at ? row.expired_at.getTime() : Infinity);
+  }
+  return valid;
+}
+
 export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverOptions = {}): IdentityResolver {
   const { ttl, max } = checkOptions(options);
   // Each answer expires ttl after it was stored; no cache at all when either is 0.
@@ -233,27 +260,7 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
     async stillValid(identities) {
       return new Set((await resolver.validUntil(identities)).keys());
     },
-    async validUntil(identities) {
-      const sessionIds = new Set<string>();
-      const keyIds = new Set<string>();
-      // The digest each identity was resolved from: a row whose digest changed since no longer answers that credential.
-      const digests = new Map<string, Set<string>>();
-      for (const identity of identities) {
-        const id = credentialIdOf(identity);
-        (identity.kind === "user" ? sessionIds : keyIds).add(id);
-        const digest = (credentialBehind(identity) as Found | undefined)?.digest;
-        if (digest !== undefined) digests.set(id, (digests.get(id) ?? new Set()).add(digest));
-      }
-      if (sessionIds.size === 0 && keyIds.size === 0) return new Map();
-      const { rows } = await pool.query<{ id: string; expired_at: Date | null; digest: Buffer }>(STILL_VALID_SQL, [[...sessionIds], [...keyIds]]);
-      const valid = new Map<string, number>();
-      for (const row of rows) {
-        const presented = digests.get(row.id);
-        if (presented && (presented.size > 1 || !presented.has(row.digest.toString("hex")))) continue;
-        valid.set(row.id, row.expired_at ? row.expired_at.getTime() : Infinity);
-      }
-      return valid;
-    },
+    validUntil: (identities) => readValidity(pool, identities),
     forgetSession(sessionId) {
       // A lookup already under way may have read the session before it was
       // revoked: it must neither fill the cache nor be joined by new requests.
