@@ -19,7 +19,8 @@ import { KEY_SET_MAX_BYTES } from "../dist/src/auth/remote-key-set.js";
 import { CASINO_ANSWER_MAX_BYTES } from "../dist/src/bounded-fetch.js";
 import { createHttpConnector } from "../dist/src/transfers/http-connector.js";
 
-const base = { port: 0, logLevel: "silent" as const, handleSignals: false };
+// Transfers polled often, so the test sees a poll's outcome quickly.
+const base = { port: 0, logLevel: "silent" as const, handleSignals: false, transfers: { pollIntervalMs: 20, casinoPollIntervalMs: 40, requestTimeoutMs: 2000, backoffBaseMs: 30, backoffMaxMs: 250 } };
 const PADDING_BYTES = 64 * 1024 * 1024;
 
 let hubs: { url: string; stop(): Promise<void> }[] = [];
@@ -272,4 +273,30 @@ t.test("every page a casino's transfer endpoint answers is read with the same bo
     }
     if (mode !== "trickle") t.ok((written.get(mode) ?? 0) < PADDING_BYTES * 2, `${mode}: reading stopped early (the server wrote ${written.get(mode)} bytes for 4 answers of ${PADDING_BYTES})`);
   }
+});
+
+t.test("a casino polled by both instances' workers with an oversized page: the job records the refusal, nothing is received", async (t) => {
+  const baseUrl = `${jwksBase}/transfers-chunked`;
+  const add = await gql(hubs[0]!.url, `mutation($u: String!) { hubAddCasino(input: { name: "huge-pages", baseUrl: $u, apiKey: "k" }) { casinoId } }`, { u: baseUrl }, op.header);
+  const casinoId = add.body.data!.hubAddCasino.casinoId as string;
+  await gql(hubs[0]!.url, `mutation($c: UUID!) { hubAddCurrency(input: { casinoId: $c, key: "BTC", displayUnitName: "bits", displayUnitScale: 100 }) { key } }`, { c: casinoId }, op.header);
+  const set = (poll: boolean) =>
+    gql(hubs[1]!.url, `mutation($c: UUID!, $p: Boolean!) { hubSetCasinoTransfers(input: { casinoId: $c, poll: $p, takeRequests: $p }) { casinoId } }`, { c: casinoId, p: poll }, op.header);
+  t.same((await set(true)).body.errors, undefined, "polling of transfers and take requests on");
+  const started = Date.now();
+  let errors: string[] = [];
+  while (errors.length < 2 && Date.now() - started < 20_000) {
+    const { rows } = await pool.query<{ last_error: string }>("select last_error from hub.transfer_job where casino_id = $1 and last_error is not null", [casinoId]);
+    errors = rows.map((r) => r.last_error);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  await set(false);
+  t.ok(errors.length >= 2, `both polls (transfers and take requests) recorded an error: ${JSON.stringify(errors)}`);
+  for (const e of errors) t.match(e, new RegExp(`^CASINO_ANSWER_TOO_LARGE: casino ${casinoId} answered GET /(incoming|take-requests)\\?.*${CASINO_ANSWER_MAX_BYTES} bytes`), "names the code, the casino, the call and the limit");
+  for (const table of ["hub.deposit", "hub.take_request"]) t.equal((await pool.query(`select 1 from ${table} where casino_id = $1`, [casinoId])).rowCount, 0, `nothing in ${table}`);
+  const read = await gql(hubs[0]!.url, "query($c: UUID!) { allHubTransferJobs(condition: { casinoId: $c }) { nodes { lastError } } }", { c: casinoId }, op.header);
+  t.ok(
+    (read.body.data?.allHubTransferJobs as { nodes: { lastError: string | null }[] } | undefined)?.nodes.some((n) => n.lastError?.startsWith("CASINO_ANSWER_TOO_LARGE")),
+    `operators read it over GraphQL (${JSON.stringify(read.body.errors ?? "")})`,
+  );
 });
