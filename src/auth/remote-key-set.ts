@@ -39,10 +39,11 @@ export interface RemoteKeySet {
   jwks(): JSONWebKeySet | undefined;
 }
 
-/** Called once per failed fetch (not per refused login), and once per fetch that succeeded. */
-export type KeySetFetched = (outcome: { ok: true } | { ok: false; error: KeySetUnavailableError }) => void;
-
-export function createRemoteKeySet(url: string, loadJose: () => Promise<typeof import("jose")>, onFetched?: KeySetFetched): RemoteKeySet {
+/**
+ * A failed fetch throws the same error object to every login until it is
+ * retried, so a caller can record each failure once (CasinoKeys.reportedFailures).
+ */
+export function createRemoteKeySet(url: string, loadJose: () => Promise<typeof import("jose")>): RemoteKeySet {
   let jwks: JSONWebKeySet | undefined;
   let local: JWTVerifyGetKey | undefined;
   let fetchedAt = 0;
@@ -58,13 +59,11 @@ export function createRemoteKeySet(url: string, loadJose: () => Promise<typeof i
     } catch (error) {
       const refused = error instanceof KeySetUnavailableError ? error : new KeySetUnavailableError(`the key set is not usable (${(error as Error).message})`);
       failure = { error: refused, at: Date.now() };
-      onFetched?.({ ok: false, error: refused });
       throw refused;
     }
     jwks = set;
     fetchedAt = Date.now();
     failure = undefined;
-    onFetched?.({ ok: true });
   }
 
   function refresh(): Promise<void> {
