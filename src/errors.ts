@@ -44,6 +44,7 @@ export const ErrorCodes = {
   // Casino token exchange (hubAuthenticate)
   UNKNOWN_CASINO: "No casino has the given id or base URL.",
   CASINO_NOT_CONFIGURED: "The casino has no public key or JWKS URL registered, so its tokens cannot be verified.",
+  CASINO_KEYS_UNAVAILABLE: "The casino's key set (its JWKS URL) could not be fetched: no answer in time, refused, not HTTP 200, larger than the hub reads, not a JSON key set, no usable public key, or private key material in it. The casino is unreachable or misconfigured, not the player's token; extensions.casinoId names it (and extensions.limit the size limit, when that was the cause).",
   USER_TOKEN_EXPIRED: "The casino's user token has expired.",
   USER_TOKEN_BAD_SIGNATURE: "The user token was not signed by the key registered for the casino.",
   USER_TOKEN_CLAIM: "A claim of the user token is missing or not acceptable (player name, experience, issuer, audience).",
@@ -57,6 +58,7 @@ export const ErrorCodes = {
   TRANSFER_REFUND_UNSAFE: "The withdrawal cannot be refunded: the casino applied it, or a send may still reach it, or the casino cannot say; the message says which.",
   TRANSFERS_NOT_CONFIGURED: "The casino has no transfer endpoint: no base URL and no url set by hubSetCasinoTransfers, so nothing can be sent to it or fetched from it.",
   CASINO_UNREACHABLE: "The casino's transfer endpoint did not give a usable answer (timeout, connection error, 5xx, malformed body).",
+  CASINO_ANSWER_TOO_LARGE: "An answer of a casino's transfer endpoint (a page of transfers or take requests, an outcome) was larger than the hub reads (1 MiB): read only that far, nothing of it used; recorded as the transfer job's last error, naming the casino and the limit, and retried like an unknown outcome.",
   // Load and faults
   TOO_MANY_REQUESTS: "This player or API key already has its share of requests, superuser connections or hash chain creations in use: slow down (HTTP 429 when refused on arrival or in an Express route).",
   SERVER_BUSY: "Every connection of a hub pool stayed in use for 10 s: Postgres is up, the server is saturated; retry.",
@@ -75,10 +77,11 @@ export const ErrorCodes = {
   // Chat (hubChat* mutations)
   CHAT_BODY_EMPTY: "A chat message's body is empty or only spaces.",
   CHAT_BODY_TOO_LONG: "A chat message's body has more than 500 characters (Unicode code points); extensions.limit holds the limit.",
-  CHAT_BODY_CONTROL_CHARACTER: "A chat message's body contains a control character (a line break, tab, NUL, DEL or a C1 control).",
+  CHAT_BODY_CONTROL_CHARACTER: "A chat message's body contains a control character (a line break, tab, NUL, DEL or a C1 control) or a Unicode line or paragraph separator (U+2028, U+2029): a body is one line.",
   CHAT_NOT_FOUND: "A chat operation names a player, experience or message that does not exist, or a player outside the casino or experience it acts in.",
   CHAT_NOT_MUTED: "hubChatUnmuteUser: the player has no mute in force to end.",
-  CHAT_MUTE_INVALID: "hubChatMuteUser: expiredAt is not in the future, or the reason has more than 500 characters.",
+  CHAT_MODERATION_FORBIDDEN: "hubChatMuteUser / hubChatUnmuteUser: a mod tried to lift or change a mute an operator made (an operator outranks a mod), or their own mute; nothing changed.",
+  CHAT_MUTE_INVALID: "hubChatMuteUser: expiredAt is not in the future, or the reason has more than 500 characters or is not one line (a control character, U+2028, U+2029).",
   // Configuration
   SERVER_MISCONFIGURED: "The server's configuration is incomplete: the database refused the server access it needs (SQLSTATE 42501, e.g. a table of a user migration without its GRANT to app_postgraphile); the server log names the object and the statement to run.",
   // Operator updates and the faucet

@@ -4,7 +4,10 @@ import type * as Tap from "tap";
 import fs from "node:fs";
 import path from "node:path";
 import { execFileSync } from "node:child_process";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { SignJWT, generateKeyPair } from "jose";
 import { defaultPlugins, HubGameConfigPlugin } from "@hubpkg/hub";
 import { createHouseBankroll, createPlayerBalance, getHouseBankroll, startTestServer, type TestServer } from "@hubpkg/hub/test";
 import { CoinflipBetPlugin, CoinflipPlanPlugin, referenceMigrationsPath, TowerPlugin } from "@hubpkg/hub/plugins";
@@ -252,6 +255,32 @@ t.test("Configuration: an API key created is shown once and works", async (t) =>
   t.equal((await getHouseBankroll(hub.dbPool, { casinoId: hub.playgroundCasinoId, currencyKey: "HOUSE" }))!.amount, before + 1234, "a bankroll credited through the form");
   const { rows } = await hub.dbPool.query("select reason, actor from hub.ledger where account = 'house' order by id desc limit 1");
   t.match(rows[0], { reason: "top-up from the dashboard", actor: /^api_key:/ }, "in the ledger, by the operator's key");
+});
+
+t.test("Configuration: a casino whose key set cannot be fetched shows its last failure", async (t) => {
+  // A port nobody listens on: a server opened and closed again.
+  const closed = http.createServer();
+  await new Promise<void>((r) => closed.listen(0, "127.0.0.1", r));
+  const port = (closed.address() as AddressInfo).port;
+  await new Promise((r) => closed.close(r));
+  const op = { authorization: `apikey:${operatorKey}` };
+  const added = await gql(hub.url, `mutation($u: String!) { hubAddCasino(input: { name: "keys-down", jwksUrl: $u }) { casinoId } }`, { u: `http://127.0.0.1:${port}/jwks.json` }, op);
+  const casinoId = (added.body.data as any).hubAddCasino.casinoId as string;
+  const { privateKey } = await generateKeyPair("ES256");
+  const token = await new SignJWT({ uname: "locked-out" }).setProtectedHeader({ alg: "ES256", kid: "k1" }).setExpirationTime("5m").sign(privateKey);
+  const out = await gql(hub.url, "mutation($c: UUID!, $t: String!) { hubAuthenticate(input: { casinoId: $c, userToken: $t }) { sessionToken } }", { c: casinoId, t: token });
+  t.equal(out.body.errors?.[0]?.extensions?.code, "CASINO_KEYS_UNAVAILABLE");
+
+  const { context, page } = await newPage();
+  t.teardown(() => context.close());
+  await login(page, operatorKey);
+  await page.locator("nav").waitFor();
+  await page.goto(`${hub.url}/admin/#/config`);
+  const row = page.locator('table[data-testid="casinos"] tr', { hasText: "keys-down" });
+  await row.locator('[data-testid="key-set-failure"]').waitFor();
+  t.match(await row.locator('[data-testid="key-set-failure"]').textContent(), /could not be reached/, "the failure's reason, on the casino's row");
+  t.equal(await page.locator('table[data-testid="casinos"] tr', { hasText: "playground" }).locator('[data-testid="key-set-failure"]').count(), 0, "none on a casino without one");
+  await shoot(t, page, "configuration-key-set-failure-1280");
 });
 
 t.test("live feed: a bet placed by a test player appears", async (t) => {

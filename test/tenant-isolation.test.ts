@@ -31,7 +31,7 @@ import { loadSchemaModel, printType, selectionOf, type SchemaModel } from "./hel
  *    (currency) have only casinoId, so the whole casino sees them;
  *  - the house bankroll (HubBankroll), the transfer worker's items
  *    (HubTransferJob), transfer settings and the token keys fetched (HubJwkSet,
- *    HubJwkSetSnapshot) are the casino's business: no
+ *    HubJwkSetSnapshot, HubJwkSetFailure) are the casino's business: no
  *    player sees any of them;
  *  - a type with none of those columns (api keys): nothing.
  *  - the chat is the experience's: a message (not hidden) and a mod are seen by
@@ -44,7 +44,7 @@ const OWNER_FIELDS = ["userId", "casinoId", "experienceId"] as const;
 /** The casino's business: rows no player sees at all (the house bankroll, the transfer worker's state and settings). */
 /** Lookups by a value the hub answers masked (the key is stored only as a digest): test/original-surface.test.ts looks them up by the real key. */
 const MASKED_LOOKUPS = new Set(["hubApiKeyByKey"]);
-const OPERATOR_ONLY = new Set(["HubBankroll", "HubTransferJob", "HubCasinoTransferConfig", "HubJwkSet", "HubJwkSetSnapshot"]);
+const OPERATOR_ONLY = new Set(["HubBankroll", "HubTransferJob", "HubCasinoTransferConfig", "HubJwkSet", "HubJwkSetSnapshot", "HubJwkSetFailure"]);
 
 type Row = Record<string, any>;
 type Who =
@@ -111,6 +111,7 @@ async function seed() {
     // The casino's token keys as fetched, and a snapshot of them.
     await db.query("insert into hub.jwk_set (casino_id, jwks) values ($1, $2)", [casinoId, { keys: [{ kid: c }] }]);
     await db.query("insert into hub.jwk_set_snapshot (casino_id, jwks) values ($1, $2)", [casinoId, { keys: [{ kid: c }] }]);
+    await db.query("insert into hub.jwk_set_failure (casino_id, jwks_url, message) values ($1, $2, 'seed')", [casinoId, `https://${c}.example/jwks.json`]);
     // The same currency keys in both casinos: a lookup by key alone would mix them up.
     for (const key of ["CHIPS", "GEMS"]) {
       await db.query("insert into hub.currency (key, casino_id, display_unit_name, display_unit_scale) values ($1, $2, $1, 1)", [key, casinoId]);

@@ -6,7 +6,8 @@ const loadJose = () => import("jose");
 import type pg from "pg";
 import { ErrorCode } from "../errors.js";
 import { LRUCache } from "lru-cache";
-import { recordJwkSet } from "./jwk-sets.js";
+import { recordJwkSet, recordJwkSetFailure } from "./jwk-sets.js";
+import { createRemoteKeySet, KeySetUnavailableError, KEY_SET_MAX_BYTES } from "./remote-key-set.js";
 
 /**
  * Casino token exchange: a casino signs a short-lived JWT for its player with
@@ -30,6 +31,7 @@ export interface CasinoAuth {
 export type TokenErrorCode =
   | typeof ErrorCode.UNKNOWN_CASINO
   | typeof ErrorCode.CASINO_NOT_CONFIGURED
+  | typeof ErrorCode.CASINO_KEYS_UNAVAILABLE
   | typeof ErrorCode.USER_TOKEN_EXPIRED
   | typeof ErrorCode.USER_TOKEN_BAD_SIGNATURE
   | typeof ErrorCode.USER_TOKEN_CLAIM
@@ -43,6 +45,8 @@ export class CasinoTokenError extends Error {
   constructor(
     readonly code: TokenErrorCode,
     message: string,
+    /** More for the GraphQL error's extensions (CASINO_KEYS_UNAVAILABLE: casinoId, limit). */
+    readonly extensions?: Record<string, unknown>,
   ) {
     super(message);
   }
@@ -63,21 +67,25 @@ export interface CasinoKeys {
   readonly remoteSets: LRUCache<string, JWTVerifyGetKey>;
   /** Casino id → the JSON text of the set last recorded for it (src/auth/jwk-sets.ts). */
   readonly recorded: LRUCache<string, string>;
+  /** Key-set failures already recorded for operators: one write per failed fetch, not per refused login. */
+  readonly reportedFailures?: WeakSet<Error>;
 }
 
 /** Most JWKS URLs (and casinos' recorded sets) a server keeps; beyond, the least recently used is fetched again when next needed. */
 export const MAX_CASINO_KEY_SETS = 1000;
 
 export function createCasinoKeys(max = MAX_CASINO_KEY_SETS): CasinoKeys {
-  return { remoteSets: new LRUCache({ max }), recorded: new LRUCache({ max }) };
+  return { remoteSets: new LRUCache({ max }), recorded: new LRUCache({ max }), reportedFailures: new WeakSet() };
 }
 
 async function keyFor(auth: CasinoAuth, keys: CasinoKeys): Promise<JWTVerifyGetKey | ((header: { alg?: string }) => Promise<CryptoKey | Uint8Array>)> {
-  const { createRemoteJWKSet, importJWK, importSPKI } = await loadJose();
+  const { importJWK, importSPKI } = await loadJose();
   if (auth.jwks_url) {
     let set = keys.remoteSets.get(auth.jwks_url);
     if (!set) {
-      set = createRemoteJWKSet(new URL(auth.jwks_url), { timeoutDuration: 3000, cooldownDuration: 30_000 });
+      // Bounded in size and time (src/auth/remote-key-set.ts); jwks() as jose's remote sets have it.
+      const remote = createRemoteKeySet(auth.jwks_url, loadJose);
+      set = Object.assign(remote.getKey, { jwks: remote.jwks });
       keys.remoteSets.set(auth.jwks_url, set);
     }
     return set;
@@ -117,6 +125,24 @@ export async function validatePublicKey(material: string): Promise<void> {
     }
   }
   throw new Error("the PEM could not be read as an RSA, EC or Ed25519 public key");
+}
+
+/**
+ * The casino's key set could not be had: the casino's fault, never the
+ * player's token. Recorded once per failed fetch for operators
+ * (hub.jwk_set_failure, the dashboard's casino view).
+ */
+async function keySetUnavailable(pool: Pick<pg.Pool, "query">, casinoId: string, url: string, error: KeySetUnavailableError, keys: CasinoKeys): Promise<CasinoTokenError> {
+  if (keys.reportedFailures && !keys.reportedFailures.has(error)) {
+    keys.reportedFailures.add(error);
+    // The player's answer is the same whether or not the record could be written (the casino may be being removed).
+    await recordJwkSetFailure(pool, casinoId, url, error.message).catch(() => undefined);
+  }
+  return new CasinoTokenError(
+    ErrorCode.CASINO_KEYS_UNAVAILABLE,
+    `Casino ${casinoId}'s key set could not be fetched from its JWKS URL, so no token of it can be verified now: ${error.message}${error.limit !== undefined ? ` (limit ${KEY_SET_MAX_BYTES} bytes)` : ""}. The casino is unreachable or misconfigured; retry later, or ask the operator to check its JWKS URL.`,
+    { casinoId, ...(error.limit !== undefined ? { limit: error.limit } : {}) },
+  );
 }
 
 function claimString(payload: JWTPayload, names: string[]): string | undefined {
@@ -161,6 +187,7 @@ export async function verifyCasinoToken(
       ...(auth.audience ? { audience: auth.audience } : {}),
     }));
   } catch (error) {
+    if (error instanceof KeySetUnavailableError) throw await keySetUnavailable(pool, casinoId, auth.jwks_url ?? "", error, keys);
     if (error instanceof errors.JWTExpired) {
       throw new CasinoTokenError(ErrorCode.USER_TOKEN_EXPIRED, `The user token has expired (exp ${String(error.payload.exp)}, now ${Math.floor(Date.now() / 1000)}).`);
     }

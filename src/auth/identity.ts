@@ -125,6 +125,11 @@ export function sameCredential<T extends Identity>(identity: T, credential: obje
   return identity;
 }
 
+/** What `sameCredential` marked `identity` as made from; undefined for an identity made by hand. */
+export function credentialBehind(identity: Identity): object | undefined {
+  return (identity as { [CREDENTIAL]?: object })[CREDENTIAL];
+}
+
 /** The key anonymous requests share in the cache below. */
 const NO_IDENTITY = {};
 const settingsByCredential = new WeakMap<object, { timeoutMs: number; settings: Readonly<Record<string, string>> }>();

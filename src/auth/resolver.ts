@@ -3,7 +3,7 @@ import type pg from "pg";
 import { digest, unsealClientId } from "./credentials.js";
 import type { DbUser } from "../db/types.js";
 import { describeValue, HubError } from "../errors.js";
-import { credentialIdOf, expiresAtOf, sameCredential, type Identity, type UserIdentity } from "./identity.js";
+import { credentialBehind, credentialIdOf, expiresAtOf, sameCredential, type Identity, type UserIdentity } from "./identity.js";
 import * as parse from "../parse.js";
 import { createLookupBatches } from "./lookup-batches.js";
 import { PoolSaturatedError } from "../db/error-class.js";
@@ -57,6 +57,12 @@ export interface IdentityResolver {
    * an identity longer than one request (WebSockets).
    */
   stillValid(identities: Iterable<Identity>): Promise<Set<string>>;
+  /**
+   * As stillValid, with when each valid credential expires now (ms since the
+   * epoch; Infinity for an API key): an expiry moved earlier or later while a
+   * connection is open is what the connection is held to from then on.
+   */
+  validUntil(identities: Iterable<Identity>): Promise<Map<string, number>>;
 }
 
 export interface IdentityResolverOptions {
@@ -68,8 +74,8 @@ export interface IdentityResolverOptions {
 
 /** What a lookup found, without any raw credential. */
 type Found =
-  | { kind: "user"; user: DbUser; session: UserIdentity["session"]; clientIdSealed: Buffer | null; clientIdDigest: Buffer | null }
-  | { kind: "operator"; apiKeyId: string };
+  | { kind: "user"; user: DbUser; session: UserIdentity["session"]; clientIdSealed: Buffer | null; clientIdDigest: Buffer | null; digest?: string }
+  | { kind: "operator"; apiKeyId: string; digest?: string };
 
 /** What a lookup found, undefined for "no such credential" (wrapped: lru-cache stores no undefined). */
 type Entry = { found: Found | undefined };
@@ -99,9 +105,9 @@ const LOOKUP_CONCURRENCY = 2;
 const LOOKUP_BATCH = 256;
 
 const STILL_VALID_SQL = `
-select s.id from hub.session s where s.id = any($1::uuid[]) and ${VALID_SESSION}
+select s.id, s.expired_at, s.token_digest as digest from hub.session s where s.id = any($1::uuid[]) and ${VALID_SESSION}
 union all
-select k.id from hub.api_key k where k.id = any($2::uuid[]) and ${VALID_API_KEY}`;
+select k.id, null, k.key_digest from hub.api_key k where k.id = any($2::uuid[]) and ${VALID_API_KEY}`;
 
 interface SessionRow {
   digest: Buffer;
@@ -132,6 +138,33 @@ function checkOptions(options: IdentityResolverOptions): { ttl: number; max: num
   return { ttl: ttl.value, max: max.value };
 }
 
+/**
+ * Of these identities, when each one still valid expires (Infinity for an API
+ * key), read from the database: revoked, expired, deleted, or its row's digest
+ * changed since it was resolved (the key no longer names that row): absent.
+ */
+async function readValidity(pool: pg.Pool, identities: Iterable<Identity>): Promise<Map<string, number>> {
+  const sessionIds = new Set<string>();
+  const keyIds = new Set<string>();
+  // The digest each identity was resolved from; an identity made by hand has none and is judged by its row alone.
+  const digests = new Map<string, Set<string>>();
+  for (const identity of identities) {
+    const id = credentialIdOf(identity);
+    (identity.kind === "user" ? sessionIds : keyIds).add(id);
+    const digest = (credentialBehind(identity) as Found | undefined)?.digest;
+    if (digest !== undefined) digests.set(id, (digests.get(id) ?? new Set()).add(digest));
+  }
+  if (sessionIds.size === 0 && keyIds.size === 0) return new Map();
+  const { rows } = await pool.query<{ id: string; expired_at: Date | null; digest: Buffer }>(STILL_VALID_SQL, [[...sessionIds], [...keyIds]]);
+  const valid = new Map<string, number>();
+  for (const row of rows) {
+    const presented = digests.get(row.id);
+    if (presented && (presented.size > 1 || !presented.has(row.digest.toString("hex")))) continue;
+    valid.set(row.id, row.expired_at ? row.expired_at.getTime() : Infinity);
+  }
+  return valid;
+}
+
 export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverOptions = {}): IdentityResolver {
   const { ttl, max } = checkOptions(options);
   // Each answer expires ttl after it was stored; no cache at all when either is 0.
@@ -147,7 +180,7 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
     const found = new Map<string, Found>();
     if (kind === "apikey") {
       const { rows } = await pool.query<{ digest: Buffer; id: string }>(API_KEY_SQL, [keys]);
-      for (const row of rows) found.set(row.digest.toString("hex"), { kind: "operator", apiKeyId: row.id });
+      for (const row of rows) found.set(row.digest.toString("hex"), { kind: "operator", apiKeyId: row.id, digest: row.digest.toString("hex") });
       return found;
     }
     const { rows } = await pool.query<SessionRow>(SESSION_SQL, [keys]);
@@ -158,6 +191,7 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
         session: { id: row.id, user_id: row.user_id, casino_id: row.casino_id, experience_id: row.experience_id, expired_at: row.expired_at },
         clientIdSealed: row.user_client_id_sealed,
         clientIdDigest: row.u_client_id_digest,
+        digest: row.digest.toString("hex"),
       });
     }
     return found;
@@ -224,13 +258,9 @@ export function createIdentityResolver(pool: pg.Pool, options: IdentityResolverO
       inFlight.clear();
     },
     async stillValid(identities) {
-      const sessionIds = new Set<string>();
-      const keyIds = new Set<string>();
-      for (const identity of identities) (identity.kind === "user" ? sessionIds : keyIds).add(credentialIdOf(identity));
-      if (sessionIds.size === 0 && keyIds.size === 0) return new Set();
-      const { rows } = await pool.query<{ id: string }>(STILL_VALID_SQL, [[...sessionIds], [...keyIds]]);
-      return new Set(rows.map((row) => row.id));
+      return new Set((await resolver.validUntil(identities)).keys());
     },
+    validUntil: (identities) => readValidity(pool, identities),
     forgetSession(sessionId) {
       // A lookup already under way may have read the session before it was
       // revoked: it must neither fill the cache nor be joined by new requests.

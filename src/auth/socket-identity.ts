@@ -13,6 +13,12 @@ export const EXPIRED_REASON = "Unauthorized: the session has expired";
 export interface IdentityHolder {
   /** Whom it acts for now; undefined for no one. */
   identity: Identity | undefined;
+  /**
+   * When its credential expires (ms since the epoch), for holders closed at
+   * expiry by a sweep of their own: the revocation sweep sets it to the
+   * credential's current expiry, so an expiry moved earlier holds too.
+   */
+  expiresAt?: number;
   close(code: number, reason: string): void;
 }
 
@@ -61,8 +67,11 @@ export async function settleSocketIdentity(
 
 /**
  * The revocation sweep: when a credential changed somewhere (the NOTIFY),
- * every holder whose identity is no longer valid is closed with 4401. One
- * sweep at a time; a change during a sweep runs one more after it.
+ * every holder whose identity is no longer valid is closed with 4401, and
+ * every other one is held to its credential's current expiry (an expired_at
+ * moved earlier, by SQL or otherwise, closes it when it passes, as HTTP
+ * refuses it then). One sweep at a time; a change during a sweep runs one
+ * more after it.
  */
 export function createRevocationSweep(resolver: IdentityResolver, holders: ReadonlyMap<unknown, IdentityHolder>, log: Logger): () => void {
   let sweeping: Promise<void> | undefined;
@@ -73,10 +82,14 @@ export function createRevocationSweep(resolver: IdentityResolver, holders: Reado
       if (holder.identity !== undefined) held.set(holder, holder.identity);
     });
     if (held.size === 0) return;
-    const valid = await resolver.stillValid(held.values());
+    const valid = await resolver.validUntil(held.values());
+    const now = Date.now();
     // Only what was checked: a holder whose identity connection_init settled meanwhile was checked there.
     held.forEach((identity, holder) => {
-      if (holder.identity === identity && !valid.has(credentialIdOf(identity))) holder.close(CLOSE_UNAUTHORIZED, REVOKED_REASON);
+      if (holder.identity !== identity) return;
+      const expiresAt = valid.get(credentialIdOf(identity));
+      if (expiresAt === undefined || expiresAt <= now) holder.close(CLOSE_UNAUTHORIZED, REVOKED_REASON);
+      else if (holder.expiresAt !== undefined) holder.expiresAt = expiresAt;
     });
   };
   const runSweep = () => {

@@ -2,6 +2,9 @@ import type pg from "pg";
 import { withPgPoolTransaction } from "../db/pools.js";
 import { ErrorCode } from "../errors.js";
 import { clientError } from "../graphql/client-error.js";
+import { queryFile } from "../db/query-files.js";
+
+const CHAT_MUTE = queryFile("chat-mute");
 
 /** The longest message, in characters (Unicode code points); hub.chat_message checks it too. */
 export const CHAT_MAX_BODY_LENGTH = 500;
@@ -10,8 +13,10 @@ export const CHAT_MAX_REASON_LENGTH = 500;
 /** A player posts at most `posts` messages per experience in each fixed window of `windowSeconds`. */
 export const CHAT_RATE_LIMIT = { posts: 5, windowSeconds: 10 } as const;
 
-// Every control character (C0, DEL, C1): a chat line is one line of text.
-const CONTROL = /\p{Cc}/u;
+// Every control character (C0, DEL, C1) and every Unicode line or paragraph
+// separator (U+2028, U+2029, categories Zl and Zp, which are not controls):
+// a chat line is one line of text however the reader breaks lines.
+export const CHAT_LINE_BREAKING = /[\p{Cc}\p{Zl}\p{Zp}]/u;
 
 /** Refuse a body the chat does not store; the text is otherwise kept exactly as sent. */
 export function checkChatBody(body: unknown, field: string): string {
@@ -24,10 +29,10 @@ export function checkChatBody(body: unknown, field: string): string {
       limit: CHAT_MAX_BODY_LENGTH,
     });
   }
-  const control = CONTROL.exec(body);
+  const control = CHAT_LINE_BREAKING.exec(body);
   if (control) {
     const code = control[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0");
-    throw clientError(ErrorCode.CHAT_BODY_CONTROL_CHARACTER, `${field}: body may not contain control characters (line breaks included); received U+${code} at index ${control.index}.`);
+    throw clientError(ErrorCode.CHAT_BODY_CONTROL_CHARACTER, `${field}: body must be one line, without control characters or line and paragraph separators (U+2028, U+2029); received U+${code} at index ${control.index}.`);
   }
   return body;
 }
@@ -162,29 +167,36 @@ export interface MuteInput {
   reason: string | null;
 }
 
+/**
+ * Moderation holds: a mod never lifts or changes a mute of their own, nor one
+ * an operator made (an operator outranks a mod); mods lift and change each
+ * other's mutes of other players. Operators may do anything. Reads the mutes
+ * in force with FOR UPDATE, so a mute that changes hands meanwhile is judged
+ * as it then stands.
+ */
+async function checkStanding(c: pg.PoolClient, who: ChatModerator, userId: string, experienceIds: string[], field: string): Promise<void> {
+  if (who.kind !== "mod") return;
+  const { rows } = await c.query<{ muted_by: string }>(
+    `select muted_by from hub.chat_mute where user_id = $1 and experience_id = any($2::uuid[]) and ${ACTIVE_MUTE} for update`,
+    [userId, experienceIds],
+  );
+  if (rows.length === 0) return;
+  if (userId === who.player.user_id) {
+    throw clientError(ErrorCode.CHAT_MODERATION_FORBIDDEN, `${field}: you are muted in this experience, and a mod cannot lift or change their own mute; an operator can.`);
+  }
+  if (rows.some((r) => !r.muted_by.startsWith("user:"))) {
+    throw clientError(ErrorCode.CHAT_MODERATION_FORBIDDEN, `${field}: player ${userId} was muted here by an operator, whose mute a mod cannot lift or change; ask an operator.`);
+  }
+}
+
 /** Mute a player (again: the mute in force takes the new expiry and reason). Answers the mute's id. */
 export async function dbMuteUser(pool: pg.Pool, who: ChatModerator, input: MuteInput): Promise<string> {
   const field = "hubChatMuteUser";
   return withPgPoolTransaction(pool, async (c) => {
     const { casinoId, experienceIds } = await moderatedExperiences(c, who, input.userId, field);
-    const rows: { id: string; experience_id: string }[] = [];
-    for (const experienceId of experienceIds) {
-      const updated = await c.query<{ id: string; experience_id: string }>(
-        `update hub.chat_mute set expired_at = $3, reason = $4, muted_by = $5
-          where user_id = $1 and experience_id = $2 and ${ACTIVE_MUTE} returning id, experience_id`,
-        [input.userId, experienceId, input.expiredAt, input.reason, who.actor],
-      );
-      const row =
-        updated.rows[0] ??
-        (
-          await c.query<{ id: string; experience_id: string }>(
-            `insert into hub.chat_mute (casino_id, experience_id, user_id, expired_at, reason, muted_by) values ($1, $2, $3, $4, $5, $6) returning id, experience_id`,
-            [casinoId, experienceId, input.userId, input.expiredAt, input.reason, who.actor],
-          )
-        ).rows[0]!;
-      rows.push(row);
-    }
-    if (rows.length === 0) throw clientError(ErrorCode.CHAT_NOT_FOUND, `${field}: the casino of player ${input.userId} has no experience to mute them in.`);
+    if (experienceIds.length === 0) throw clientError(ErrorCode.CHAT_NOT_FOUND, `${field}: the casino of player ${input.userId} has no experience to mute them in.`);
+    await checkStanding(c, who, input.userId, experienceIds, field);
+    const { rows } = await c.query<{ id: string; experience_id: string }>(CHAT_MUTE, [input.userId, experienceIds, input.expiredAt, input.reason, who.actor, casinoId]);
     return preferredRow(c, input.userId, rows);
   });
 }
@@ -194,6 +206,7 @@ export async function dbUnmuteUser(pool: pg.Pool, who: ChatModerator, userId: st
   const field = "hubChatUnmuteUser";
   return withPgPoolTransaction(pool, async (c) => {
     const { experienceIds } = await moderatedExperiences(c, who, userId, field);
+    await checkStanding(c, who, userId, experienceIds, field);
     const { rows } = await c.query<{ id: string; experience_id: string }>(
       `update hub.chat_mute set revoked_at = now()
         where user_id = $1 and experience_id = any($2::uuid[]) and ${ACTIVE_MUTE} returning id, experience_id`,

@@ -14,6 +14,7 @@ import { liveTopic, type ChatAlert } from "../live/notifications.js";
 import {
   CHAT_MAX_REASON_LENGTH,
   checkChatBody,
+  CHAT_LINE_BREAKING,
   dbAddMod,
   dbCreateSystemMessage,
   dbCreateUserMessage,
@@ -66,6 +67,12 @@ function muteReason(value: unknown): string | null {
   const reason = String(value);
   if ([...reason].length > CHAT_MAX_REASON_LENGTH) {
     throw clientError(ErrorCode.CHAT_MUTE_INVALID, `hubChatMuteUser: reason may have at most ${CHAT_MAX_REASON_LENGTH} characters; received ${[...reason].length}.`);
+  }
+  // Shown inside the muted player's one-line answer: one line too.
+  const control = CHAT_LINE_BREAKING.exec(reason);
+  if (control) {
+    const code = control[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0");
+    throw clientError(ErrorCode.CHAT_MUTE_INVALID, `hubChatMuteUser: reason must be one line, without control characters or line and paragraph separators; received U+${code} at index ${control.index}.`);
   }
   return reason;
 }

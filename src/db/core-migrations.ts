@@ -73,6 +73,12 @@ import { readMigrationFolder, type Migration } from "./migration-files.js";
  *   hub_hidden.withdrawal_send_window keeps until when a send may still reach
  *   the casino; it is written outside the sender's transaction so a refund can
  *   trust it after a crash.
+ * 0028-hardening-iv: the credential NOTIFY also fires on TRUNCATE and on a
+ *   changed digest or owner of a session or key (0007 covered revoked_at,
+ *   expired_at and DELETE), so open WebSockets are re-checked after any change
+ *   that can end a credential's validity. hub.jwk_set_failure: a casino's last
+ *   failure to serve its key set (when, why, the URL), for operators only, so
+ *   an outage shows as the casino's, not as players' bad tokens.
  *
  * 0029-instances: hub_hidden.instance, one row per running instance sharing
  *   the database with its open WebSocket count, written on a heartbeat through

@@ -158,7 +158,7 @@ export const HubSessionPlugin = extendSchema(
           try {
             player = await verifyCasinoToken(pool, casinoId, userToken, serverOf(context).casinoKeys);
           } catch (error) {
-            if (error instanceof CasinoTokenError) throw new GraphQLError(error.message, { extensions: { code: error.code } });
+            if (error instanceof CasinoTokenError) throw new GraphQLError(error.message, { extensions: { ...error.extensions, code: error.code } });
             throw error;
           }
           // Only a verified token creates anything: the user, experience and session together.

@@ -1,5 +1,7 @@
 import type { CasinoConnector, ConnectorSettings, IncomingPage, IncomingTransfer, LookupOutcome, OutgoingOutcome, OutgoingTransfer, TakeOutcome, TakeRequest, TakeRequestPage } from "./connector.js";
 import { OutcomeUnknownError } from "./connector.js";
+import { AnswerTooLargeError, CASINO_ANSWER_MAX_BYTES, readBoundedText } from "../bounded-fetch.js";
+import { ErrorCode } from "../errors.js";
 
 /**
  * The reference connector: a small JSON protocol over HTTP that a casino
@@ -20,7 +22,10 @@ import { OutcomeUnknownError } from "./connector.js";
  *   POST {url}/take-requests/{id}/reject { reason } → 2xx
  *
  * Anything else (timeout, reset, 5xx, an answer that is not one of these) is
- * an unknown outcome: the worker asks again later with the same key.
+ * an unknown outcome: the worker asks again later with the same key. So is an
+ * answer over CASINO_ANSWER_MAX_BYTES (1 MiB): it is read only that far, and
+ * nothing of it is used. The time limit (settings.timeoutMs) covers the whole
+ * answer, body included.
  */
 export const INCOMING_PAGE_SIZE = 100;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -52,9 +57,13 @@ function createCall(settings: ConnectorSettings & { url: string }): Call {
     }
     let text: string;
     try {
-      text = await response.text();
+      text = await readBoundedText(response, CASINO_ANSWER_MAX_BYTES);
     } catch (error) {
-      throw new OutcomeUnknownError(`${method} ${path}: the answer was cut off (${(error as Error).message})`, { cause: error });
+      if (error instanceof AnswerTooLargeError) {
+        throw new OutcomeUnknownError(`${ErrorCode.CASINO_ANSWER_TOO_LARGE}: casino ${settings.casinoId} answered ${method} ${path} with too much: ${error.message}`, { cause: error });
+      }
+      const what = (error as Error).name === "TimeoutError" ? `the answer did not arrive whole within ${settings.timeoutMs} ms` : `the answer was cut off (${(error as Error).message})`;
+      throw new OutcomeUnknownError(`${method} ${path}: ${what}`, { cause: error });
     }
     let json: unknown;
     try {

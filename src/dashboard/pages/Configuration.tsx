@@ -59,14 +59,28 @@ function MutationForm({ title, fields, submit, done }: { title: string; fields: 
   );
 }
 
+/** Why the casino's players could not log in last time its key set was fetched (CASINO_KEYS_UNAVAILABLE). */
+function KeySetFailure({ failure }: { failure: { jwksUrl: string; message: string; failedAt: string } | null }) {
+  if (!failure) return <>–</>;
+  return (
+    <span data-testid="key-set-failure" title={failure.jwksUrl}>
+      {new Date(failure.failedAt).toLocaleString()}: {failure.message}
+    </span>
+  );
+}
+
 function Casinos() {
   const caps = useCaps();
+  // A hub without the key-set failure table (an older schema) still lists its casinos.
+  const failures = caps.query.has("hubJwkSetFailureByCasinoId");
   const casinos = useLoad(async () => {
     const data = await gql<{ allHubCasinos: { nodes: any[] } }>(
-      `query HubDashboardCasinos { allHubCasinos(orderBy: NAME_ASC) { nodes { id name baseUrl graphqlUrl isPlayground createdAt hubCurrenciesByCasinoId { nodes { key displayUnitName displayUnitScale } } } } }`,
+      `query HubDashboardCasinos { allHubCasinos(orderBy: NAME_ASC) { nodes { id name baseUrl graphqlUrl isPlayground createdAt hubCurrenciesByCasinoId { nodes { key displayUnitName displayUnitScale } }${
+        failures ? " hubJwkSetFailureByCasinoId { jwksUrl message failedAt }" : ""
+      } } } }`,
     );
     return data.allHubCasinos.nodes;
-  }, []);
+  }, [failures]);
   const m = (name: string) => caps.mutation.has(name);
   const casinoChoice: FormField = { name: "casinoId", label: "Casino", required: true, options: (casinos.data ?? []).map((c) => [c.id, c.name]) };
   return (
@@ -75,7 +89,7 @@ function Casinos() {
       <ErrorBox error={casinos.error} />
       <Table
         testId="casinos"
-        head={["Name", "Base URL", "GraphQL URL", "Currencies", "Id"]}
+        head={["Name", "Base URL", "GraphQL URL", "Currencies", ...(failures ? ["Last key-set failure"] : []), "Id"]}
         rows={(casinos.data ?? []).map((c) => [
           <>
             {c.name}
@@ -84,6 +98,7 @@ function Casinos() {
           c.baseUrl || "–",
           c.graphqlUrl || "–",
           c.hubCurrenciesByCasinoId.nodes.map((cur: any) => `${cur.key} (${cur.displayUnitScale} base units = 1 ${cur.displayUnitName})`).join(", ") || "–",
+          ...(failures ? [<KeySetFailure failure={c.hubJwkSetFailureByCasinoId} />] : []),
           <code title={c.id}>{short(c.id)}</code>,
         ])}
       />

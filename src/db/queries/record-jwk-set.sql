@@ -7,3 +7,4 @@ with changed as (
 insert into hub.jwk_set_snapshot (casino_id, jwks)
 select $1, $2::jsonb from changed
  where not exists (select 1 from hub.jwk_set_snapshot p where p.casino_id = $1 and p.jwks = $2::jsonb)
+returning id
