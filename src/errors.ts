@@ -57,6 +57,9 @@ export const ErrorCodes = {
   TRANSFER_REFUND_UNSAFE: "The withdrawal cannot be refunded: the casino applied it, or a send may still reach it, or the casino cannot say; the message says which.",
   TRANSFERS_NOT_CONFIGURED: "The casino has no transfer endpoint: no base URL and no url set by hubSetCasinoTransfers, so nothing can be sent to it or fetched from it.",
   CASINO_UNREACHABLE: "The casino's transfer endpoint did not give a usable answer (timeout, connection error, 5xx, malformed body).",
+  // Idempotency keys of money mutations
+  IDEMPOTENCY_KEY_REUSED: "The idempotency key was already used by this player (or API key) for another operation or with other input within the last 24 hours: nothing was done.",
+  OUTCOME_COMMITTED: "The money mutation committed, but reading its answer back failed (the database went away after the commit): do not repeat it without its idempotency key; extensions name what committed.",
   // Load and faults
   TOO_MANY_REQUESTS: "This player or API key already has its share of requests, superuser connections or hash chain creations in use: slow down (HTTP 429 when refused on arrival or in an Express route).",
   SERVER_BUSY: "Every connection of a hub pool stayed in use for 10 s: Postgres is up, the server is saturated; retry.",

@@ -27,7 +27,7 @@ export interface SettleRow {
   bet_id: string | null;
 }
 
-/** The arguments of hub_hidden.settle_outcome_bet, in its order (21 values). */
+/** The arguments of hub_hidden.settle_outcome_bet_once, in its order (25 values: settle_outcome_bet's 21, the key's scope, key and fingerprint, the answer to store). */
 export type SettleOutcomeArgs = unknown[];
 
 export interface SettleGroups {
@@ -40,11 +40,13 @@ export interface SettleGroups {
 /** The most bets one statement settles: bounds a statement's time and its locks. */
 export const MAX_GROUP = 64;
 
-const SINGLE = "select status, balance, bet_id from hub_hidden.settle_outcome_bet($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)";
+const SINGLE =
+  "select status, balance, bet_id from hub_hidden.settle_outcome_bet_once($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)";
 
 /** One bet alone: the statement hubMakeOutcomeBet always used. */
 export async function settleOne(db: Pick<pg.ClientBase, "query">, args: SettleOutcomeArgs): Promise<SettleRow> {
-  const { rows } = await db.query<SettleRow>({ name: "hub-outcome-bet-settle", text: SINGLE, values: args });
+  const values = args.map((v, i) => (i === args.length - 1 ? JSON.stringify(v) : v));
+  const { rows } = await db.query<SettleRow>({ name: "hub-outcome-bet-settle-once", text: SINGLE, values });
   return rows[0]!;
 }
 
@@ -68,8 +70,8 @@ async function settleGroup(pool: pg.Pool, group: Waiting[]): Promise<void> {
   let rows: (SettleRow & { n: number })[];
   try {
     ({ rows } = await pool.query<SettleRow & { n: number }>({
-      name: "hub-outcome-bets-settle",
-      text: "select n, status, balance, bet_id from hub_hidden.settle_outcome_bets($1::jsonb)",
+      name: "hub-outcome-bets-settle-once",
+      text: "select n, status, balance, bet_id from hub_hidden.settle_outcome_bets_once($1::jsonb)",
       values: [JSON.stringify(group.map((w) => jsonArgs(w.args)))],
     }));
   } catch {
