@@ -21,6 +21,7 @@ import {
 } from "@hubpkg/hub/test";
 import { CoinflipBetPlugin } from "../dist/plugins/coinflip-bet.js";
 import { TowerPlugin } from "../dist/plugins/tower.js";
+import { DiceOncePlugin } from "./fixtures/games/dice-once.js";
 import { ROOT } from "./helpers/process.js";
 import { errorOf } from "./helpers/graphql-error.js";
 
@@ -53,6 +54,7 @@ t.before(async () => {
       HubGameConfigPlugin({ outcomeBetConfigs: { COIN: { houseEdge: 0.01, saveOutcomes: true } }, customGameConfigs: { TOWER: {} }, hashChainLength: 1000 }),
       CoinflipBetPlugin,
       TowerPlugin({ maxFloor: 3 }),
+      DiceOncePlugin,
     ],
   } as const;
   hubA = await startTestServer(common);
@@ -62,6 +64,8 @@ t.before(async () => {
   await createCurrency(db, { casinoId, key: "BTC", displayUnitName: "bits", displayUnitScale: 100 });
   experienceId = (await createExperience(db, { casinoId })).id;
   await createHouseBankroll(db, { casinoId, currencyKey: "BTC", amount: 100_000_000 });
+  // The dice game's own table (a game author's migration).
+  await db.query("create table app.dice_roll (id uuid primary key, roll int not null)");
 });
 t.teardown(async () => {
   await db?.end();
@@ -261,4 +265,19 @@ t.test("keys are kept 24 hours: an older one no longer answers, and the sweep de
   const second = betOf(await p.a.request(BET, { input: betInput(p, key, 300) }));
   t.not(second.id, first.id, "after 24 hours the key is free again");
   t.equal(await betCount(p), 2);
+});
+
+t.test("a game written with dbSettleBet's idempotencyKey (the documented dice): replays answer the first roll", async (t) => {
+  const p = await player();
+  const DICE = `mutation($k: String) { rollDiceOnce(wager: 100, currency: "BTC", target: 50, idempotencyKey: $k) { betId roll net balance } }`;
+  const key = randomUUID();
+  const answers = await Promise.all([p.a, p.b, p.a, p.b, p.a].map((c) => c.request(DICE, { k: key })));
+  for (const data of answers) t.same(data.rollDiceOnce, answers[0].rollDiceOnce);
+  t.equal(Number((await db.query("select count(*) from app.dice_roll")).rows[0].count), 1);
+  t.equal(await balanceOf(p), answers[0].rollDiceOnce.balance);
+  t.equal(await balanceOf(p), BALANCE + answers[0].rollDiceOnce.net, "settled once");
+  const reused = await errorOf(p.a.request(`mutation($k: String) { rollDiceOnce(wager: 100, currency: "BTC", target: 60, idempotencyKey: $k) { betId } }`, { k: key }));
+  t.equal(reused.extensions?.code, "IDEMPOTENCY_KEY_REUSED");
+  const bare = await p.a.request(`mutation { a: rollDiceOnce(wager: 100, currency: "BTC", target: 50) { betId } b: rollDiceOnce(wager: 100, currency: "BTC", target: 50) { betId } }`);
+  t.not(bare.a.betId, bare.b.betId, "without a key each roll is a bet");
 });
