@@ -21,6 +21,8 @@ import {
 } from "@hubpkg/hub/test";
 import { CoinflipBetPlugin } from "../dist/plugins/coinflip-bet.js";
 import { TowerPlugin } from "../dist/plugins/tower.js";
+import { CoinflipResolverPlugin } from "../dist/plugins/coinflip-resolver.js";
+import { CoinflipPlanPlugin } from "../dist/plugins/coinflip-plan.js";
 import { DiceOncePlugin } from "./fixtures/games/dice-once.js";
 import { ROOT } from "./helpers/process.js";
 import { errorOf } from "./helpers/graphql-error.js";
@@ -57,8 +59,9 @@ t.before(async () => {
       DiceOncePlugin,
     ],
   } as const;
-  hubA = await startTestServer(common);
-  hubB = await startAndListen({ ...common, databaseUrl: hubA.databaseUrl, superuserDatabaseUrl: hubA.superuserDatabaseUrl });
+  // makeCoinflip's two variants share a field name: one per hub.
+  hubA = await startTestServer({ ...common, plugins: [...common.plugins, CoinflipResolverPlugin] });
+  hubB = await startAndListen({ ...common, plugins: [...common.plugins, CoinflipPlanPlugin], databaseUrl: hubA.databaseUrl, superuserDatabaseUrl: hubA.superuserDatabaseUrl });
   db = new pg.Pool({ connectionString: hubA.superuserDatabaseUrl, max: 4 });
   casinoId = (await createCasino(db, { name: "idem" })).id;
   await createCurrency(db, { casinoId, key: "BTC", displayUnitName: "bits", displayUnitScale: 100 });
@@ -280,4 +283,38 @@ t.test("a game written with dbSettleBet's idempotencyKey (the documented dice): 
   t.equal(reused.extensions?.code, "IDEMPOTENCY_KEY_REUSED");
   const bare = await p.a.request(`mutation { a: rollDiceOnce(wager: 100, currency: "BTC", target: 50) { betId } b: rollDiceOnce(wager: 100, currency: "BTC", target: 50) { betId } }`);
   t.not(bare.a.betId, bare.b.betId, "without a key each roll is a bet");
+});
+
+t.test("makeCoinflip, resolver and plan style: a replay answers the first flip", async (t) => {
+  const p = await player();
+  const flips = async () => Number((await db.query("select count(*) from app.coinflip where user_id = $1", [p.userId])).rows[0].count);
+  for (const [client, selection] of [[p.a, "id net"], [p.b, "id net wager"]] as const) {
+    const FLIP1 = `mutation($k: String) { makeCoinflip(input: { currency: "BTC", wager: 10, idempotencyKey: $k }) { ${selection} } }`;
+    const key = randomUUID();
+    const before = await flips();
+    const answers = await Promise.all([1, 2, 3].map(() => client.request(FLIP1, { k: key })));
+    for (const data of answers) t.same(data.makeCoinflip, answers[0].makeCoinflip);
+    t.equal(await flips(), before + 1);
+    const reused = await errorOf(client.request(`mutation($k: String) { makeCoinflip(input: { currency: "BTC", wager: 11, idempotencyKey: $k }) { id } }`, { k: key }));
+    t.equal(reused.extensions?.code, "IDEMPOTENCY_KEY_REUSED");
+  }
+});
+
+t.test("operators' balance and bankroll changes: the key is the API key's", async (t) => {
+  const p = await player();
+  const operator = (await hubA.authenticateOperator()).graphqlClient;
+  const other = (await hubA.authenticateOperator()).graphqlClient;
+  const CREDIT = `mutation($u: UUID!, $e: UUID!, $k: String) { hubCreditBalance(input: { userId: $u, experienceId: $e, currencyKey: "BTC", amount: 50, reason: "bonus", idempotencyKey: $k }) { balanceId amount } }`;
+  const key = randomUUID();
+  const vars = { u: p.userId, e: experienceId, k: key };
+  const answers = await Promise.all([1, 2, 3].map(() => operator.request(CREDIT, vars)));
+  for (const data of answers) t.same(data.hubCreditBalance, answers[0].hubCreditBalance);
+  t.equal(await balanceOf(p), BALANCE + 50, "credited once");
+  // Another API key's keys are its own: the same key is a new request there.
+  await other.request(CREDIT, vars);
+  t.equal(await balanceOf(p), BALANCE + 100);
+  const DEBIT = `mutation($k: String) { hubDebitBankroll(input: { casinoId: "${casinoId}", currencyKey: "BTC", amount: 1, reason: "r", idempotencyKey: $k }) { amount } }`;
+  const reused = await errorOf(operator.request(DEBIT, { k: key }));
+  t.equal(reused.extensions?.code, "IDEMPOTENCY_KEY_REUSED");
+  t.match(reused.message, /another operation \(hubCreditBalance\)/);
 });

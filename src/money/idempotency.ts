@@ -50,6 +50,7 @@ export function requestFingerprint(request: unknown): string {
 
 /** Whose keys: a player's (user id) or an operator's API key. */
 export const playerKeyScope = (userId: string): string => `user:${userId}`;
+export const apiKeyScope = (apiKeyId: string): string => `apikey:${apiKeyId}`;
 
 /** The refusal of a key already used for another operation or input. */
 export function idempotencyKeyReused(field: string, key: string, operation: string, storedOperation: string | null): Error {
@@ -70,6 +71,8 @@ export interface IdempotentReplay {
 export interface IdempotencyClaim {
   /** The player whose key it is (`identity.session.user_id`). */
   userId: string;
+  /** Whose key it is, when not a player's (the hub's operator mutations: apiKeyScope). Default: the player's. */
+  scope?: string;
   /** The client's key; undefined or null: no key, nothing claimed. */
   idempotencyKey: string | null | undefined;
   /** The operation (the GraphQL field, "rollDice"): a key used for another is refused. */
@@ -95,7 +98,7 @@ export async function dbClaimIdempotencyKey(pgClient: Queryable, claim: Idempote
   const { rows } = await pgClient.query<ClaimRow>({
     name: "hub-claim-idempotency-key",
     text: "select status, operation, result_id, result from hub_hidden.claim_idempotency_key($1, $2, $3, $4)",
-    values: [playerKeyScope(claim.userId), key, claim.operation, requestFingerprint(claim.request)],
+    values: [claim.scope ?? playerKeyScope(claim.userId), key, claim.operation, requestFingerprint(claim.request)],
   });
   const row = rows[0]!;
   if (row.status === "reused") throw idempotencyKeyReused(claim.operation, key, claim.operation, row.operation);
@@ -107,7 +110,7 @@ export async function dbClaimIdempotencyKey(pgClient: Queryable, claim: Idempote
 /** Store the answer of the request that claimed the key (same transaction as its effect), for its replays. */
 export async function dbRecordIdempotentResult(
   pgClient: Queryable,
-  record: { userId: string; idempotencyKey: string | null | undefined; resultId: string | null; result: unknown; operation?: string },
+  record: { userId: string; scope?: string; idempotencyKey: string | null | undefined; resultId: string | null; result: unknown; operation?: string },
 ): Promise<void> {
   const key = record.idempotencyKey;
   if (key === undefined || key === null) return;
@@ -117,7 +120,7 @@ export async function dbRecordIdempotentResult(
   await pgClient.query({
     name: "hub-record-idempotency-key",
     text: "select hub_hidden.record_idempotency_key($1, $2, $3, $4)",
-    values: [playerKeyScope(record.userId), record.idempotencyKey, record.resultId, JSON.stringify(record.result ?? null)],
+    values: [record.scope ?? playerKeyScope(record.userId), key, record.resultId, JSON.stringify(record.result ?? null)],
   });
 }
 
