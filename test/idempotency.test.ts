@@ -67,6 +67,9 @@ t.before(async () => {
   await createCurrency(db, { casinoId, key: "BTC", displayUnitName: "bits", displayUnitScale: 100 });
   experienceId = (await createExperience(db, { casinoId })).id;
   await createHouseBankroll(db, { casinoId, currencyKey: "BTC", amount: 100_000_000 });
+  // Terminates the connection that calls it: in a policy, the GraphQL pool's read-back dies after the commit.
+  await db.query(`create function public.hub_test_kill() returns boolean language plpgsql security definer as $$
+    begin perform pg_terminate_backend(pg_backend_pid()); return true; end $$`);
   // The dice game's own table (a game author's migration).
   await db.query("create table app.dice_roll (id uuid primary key, roll int not null)");
 });
@@ -151,22 +154,21 @@ t.test("20 simultaneous identical bets on two hubs: one bet, every answer names 
 t.test("simultaneous keyed bets of many players settle in shared commits, each once", async (t) => {
   const ps = await Promise.all(Array.from({ length: 6 }, () => player()));
   const keys = ps.map(() => randomUUID());
+  // Bets without a key among them: a group may mix both.
   const rounds = await Promise.all(
-    [0, 1, 2].flatMap(() => ps.map((p, i) => p.a.request(BET, { input: betInput(p, keys[i]) }))),
+    [0, 1, 2, 3].flatMap((r) => ps.map((p, i) => p.a.request(BET, { input: betInput(p, r === 3 ? undefined : keys[i]) }))),
   );
   for (const [i, p] of ps.entries()) {
     const ids = new Set([0, 1, 2].map((r) => betOf(rounds[r * ps.length + i]).id));
     t.equal(ids.size, 1);
-    t.equal(await betCount(p), 1);
+    t.equal(await betCount(p), 2, "the keyed bet once, and the bet without a key");
   }
 });
 
 t.test("a committed bet whose read-back fails is OUTCOME_COMMITTED; the retry with its key answers the same bet", async (t) => {
   const p = await player();
-  // The GraphQL role's read of this player's bets kills its own connection: the read after the commit fails
-  // exactly as when Postgres stops between the two.
-  await db.query(`create function public.hub_test_kill() returns boolean language plpgsql security definer as $$
-    begin perform pg_terminate_backend(pg_backend_pid()); return true; end $$`);
+  // The GraphQL role's read of this player's bets kills its own connection (public.hub_test_kill): the read
+  // after the commit fails exactly as when Postgres stops between the two.
   await db.query(`create policy hub_test_kill on hub.outcome_bet as restrictive for select to app_postgraphile using (user_id <> '${p.userId}' or public.hub_test_kill())`);
   const key = randomUUID();
   const failed = await errorOf(p.a.request(BET, { input: betInput(p, key) }));
@@ -317,4 +319,20 @@ t.test("operators' balance and bankroll changes: the key is the API key's", asyn
   const reused = await errorOf(operator.request(DEBIT, { k: key }));
   t.equal(reused.extensions?.code, "IDEMPOTENCY_KEY_REUSED");
   t.match(reused.message, /another operation \(hubCreditBalance\)/);
+});
+
+t.test("a game's read-back failing after dbSettleBet committed is OUTCOME_COMMITTED too", async (t) => {
+  const p = await player();
+  await db.query(`create policy hub_test_kill on app.coinflip_bet as restrictive for select to app_postgraphile using (user_id <> '${p.userId}' or public.hub_test_kill())`);
+  const key = randomUUID();
+  const failed = await errorOf(p.a.request(FLIP, { input: { wager: 10, currency: "BTC", side: "HEADS", idempotencyKey: key } }));
+  await db.query("drop policy hub_test_kill on app.coinflip_bet");
+  t.equal(failed.extensions?.code, "OUTCOME_COMMITTED", failed.message);
+  t.equal(failed.extensions?.operation, "makeCoinflipBet");
+  t.equal(failed.extensions?.idempotencyKey, key);
+  const rows = (await db.query("select id from app.coinflip_bet where user_id = $1", [p.userId])).rows;
+  t.equal(rows.length, 1, "exactly one bet stored");
+  t.equal(failed.extensions?.betId, rows[0].id);
+  const retried = (await p.b.request(FLIP, { input: { wager: 10, currency: "BTC", side: "HEADS", idempotencyKey: key } })).makeCoinflipBet;
+  t.equal(retried.bet.id, rows[0].id);
 });

@@ -40,13 +40,18 @@ export interface SettleGroups {
 /** The most bets one statement settles: bounds a statement's time and its locks. */
 export const MAX_GROUP = 64;
 
-const SINGLE =
+const SINGLE = "select status, balance, bet_id from hub_hidden.settle_outcome_bet($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)";
+const SINGLE_ONCE =
   "select status, balance, bet_id from hub_hidden.settle_outcome_bet_once($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)";
+/** Where the key sits in a bet's arguments: a bet without one settles through the statements of before keys existed. */
+const KEY = 22;
+const keyed = (args: SettleOutcomeArgs) => args[KEY] != null;
 
 /** One bet alone: the statement hubMakeOutcomeBet always used. */
 export async function settleOne(db: Pick<pg.ClientBase, "query">, args: SettleOutcomeArgs): Promise<SettleRow> {
+  if (!keyed(args)) return (await db.query<SettleRow>({ name: "hub-outcome-bet-settle", text: SINGLE, values: args.slice(0, 21) })).rows[0]!;
   const values = args.map((v, i) => (i === args.length - 1 ? JSON.stringify(v) : v));
-  const { rows } = await db.query<SettleRow>({ name: "hub-outcome-bet-settle-once", text: SINGLE, values });
+  const { rows } = await db.query<SettleRow>({ name: "hub-outcome-bet-settle-once", text: SINGLE_ONCE, values });
   return rows[0]!;
 }
 
@@ -69,10 +74,11 @@ async function settleGroup(pool: pg.Pool, group: Waiting[]): Promise<void> {
   }
   let rows: (SettleRow & { n: number })[];
   try {
+    const once = group.some((w) => keyed(w.args));
     ({ rows } = await pool.query<SettleRow & { n: number }>({
-      name: "hub-outcome-bets-settle-once",
-      text: "select n, status, balance, bet_id from hub_hidden.settle_outcome_bets_once($1::jsonb)",
-      values: [JSON.stringify(group.map((w) => jsonArgs(w.args)))],
+      name: once ? "hub-outcome-bets-settle-once" : "hub-outcome-bets-settle",
+      text: `select n, status, balance, bet_id from hub_hidden.settle_outcome_bets${once ? "_once" : ""}($1::jsonb)`,
+      values: [JSON.stringify(group.map((w) => jsonArgs(once ? w.args : w.args.slice(0, 21))))],
     }));
   } catch {
     // Rolled back whole: each bet alone, so the failure reaches only its own bet.

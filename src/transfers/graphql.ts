@@ -112,6 +112,7 @@ function recordTakeRequestPlan($input: ExecutableStep, runtime: TransferRuntime,
         throw clientError(ErrorCode.TRANSFERS_NOT_CONFIGURED, `hubRecordTakeRequest: casino ${casinoId} has no transfer endpoint, so the hub could not transfer the take request; give it a base URL or a url with hubSetCasinoTransfers.`);
       }
       const { row, created } = await withPgPoolTransaction(pool, (client) => recordTakeRequest(client, casinoId, take, actor, runtime.options.takeRequestTimeoutMs));
+      noteCommitted({ operation: "hubRecordTakeRequest", ids: { takeRequestId: row.id } });
       return { takeRequestId: row.id, created };
     });
     runtime.wake();
@@ -302,6 +303,7 @@ function refundWithdrawalPlan($input: ExecutableStep, runtime: TransferRuntime, 
       }),
     ).then((result) => {
       if ("refusal" in result) throw clientError(ErrorCode.TRANSFER_REFUND_UNSAFE, result.refusal!);
+      noteCommitted({ operation: "hubRefundWithdrawal", ids: { withdrawalRequestId: result.withdrawalId } });
       return result;
     });
   });
@@ -335,6 +337,7 @@ export const HubTransfersPlugin = extendSchema((build) => {
                 const { rows } = await pool.query("select 1 from hub.casino where id = $1", [casinoId]);
                 if (!rows[0]) throw clientError(ErrorCode.UNKNOWN_CASINO, `No casino has the id ${casinoId}.`);
                 const { deposit: row, created } = await withPgPoolTransaction(pool, (client) => recordDeposit(client, casinoId, transfer, actor));
+                noteCommitted({ operation: "hubRecordDeposit", ids: { depositId: row.id } });
                 return { depositId: row.id, created };
               });
             });
