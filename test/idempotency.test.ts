@@ -105,8 +105,9 @@ t.test("hubMakeOutcomeBet: a retry with the same key answers the first bet and t
   const first = betOf(await p.a.request(BET, { input: betInput(p, key) }));
   const balance = await balanceOf(p);
   const position = await chainPosition(p);
-  // Through the other hub too: keys are the player's, not a server's.
+  // Through the other hub too: keys are the player's, not a server's. An explicit null is an omitted field.
   for (const client of [p.a, p.b]) t.same(betOf(await client.request(BET, { input: betInput(p, key) })), first);
+  t.same(betOf(await p.a.request(BET, { input: { ...betInput(p, key), metadata: null } })), first);
   t.equal(await balanceOf(p), balance, "the balance moved once");
   t.equal(await betCount(p), 1);
   t.equal(await chainPosition(p), position, "no hash was used by the replays");

@@ -34,11 +34,16 @@ export function checkIdempotencyKey(value: unknown, field: string): string | und
   return value;
 }
 
-/** JSON with object keys sorted, so the same request always has the same fingerprint. */
+/**
+ * JSON with object keys sorted and null fields left out (GraphQL reads an
+ * omitted optional field and an explicit null alike), so the same request
+ * always has the same fingerprint.
+ */
 function canonical(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(canonical);
   if (value && typeof value === "object") {
-    return Object.fromEntries(Object.keys(value).sort().map((k) => [k, canonical((value as Record<string, unknown>)[k])]));
+    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== null && v !== undefined);
+    return Object.fromEntries(entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([k, v]) => [k, canonical(v)]));
   }
   return value;
 }

@@ -169,7 +169,50 @@ begin
 end
 $fn$;
 
+/*
+ * dbSettleBet with an idempotency key, in one statement (so one transaction
+ * even on a client outside one): the key is claimed before the balance's lock;
+ * 'replayed' answers the stored settlement (p_answer then unused), 'key-reused'
+ * the operation that holds the key. A settlement records p_answer with the
+ * bet's id and balance; a refusal deletes a claim it made itself (a claim the
+ * caller's transaction made first stays the caller's to keep or roll back).
+ */
+create function hub_hidden.settle_bet_once(
+  p_scope text, p_key text, p_operation text, p_fingerprint text,
+  p_user_id uuid, p_casino_id uuid, p_experience_id uuid, p_currency_key text,
+  p_bet_id uuid, p_wager float8, p_payout float8, p_max_payout float8, p_expected_value float8,
+  p_actor text, p_reason text, p_answer jsonb
+) returns table (status text, balance float8, bet_id uuid, pending_bankroll uuid, stored jsonb, stored_operation text)
+language plpgsql as $fn$
+declare
+  v_claim record;
+  v_settled record;
+  v_bet_id uuid := coalesce(p_bet_id, hub_hidden.uuid_generate_v7());
+begin
+  select * into v_claim from hub_hidden.claim_idempotency_key(p_scope, p_key, p_operation, p_fingerprint);
+  if v_claim.status = 'replay' then
+    return query select 'replayed'::text, null::float8, v_claim.result_id, null::uuid, v_claim.result, v_claim.operation;
+    return;
+  end if;
+  if v_claim.status = 'reused' then
+    return query select 'key-reused'::text, null::float8, null::uuid, null::uuid, null::jsonb, v_claim.operation;
+    return;
+  end if;
+  select * into v_settled from hub_hidden.settle_bet_shared(p_user_id, p_casino_id, p_experience_id, p_currency_key,
+    v_bet_id, p_wager, p_payout, p_max_payout, p_expected_value, p_actor, p_reason, true);
+  if v_settled.status = 'settled' then
+    perform hub_hidden.record_idempotency_key(p_scope, p_key, v_bet_id,
+      p_answer || jsonb_build_object('betId', v_bet_id, 'balance', v_settled.balance));
+  elsif v_claim.status = 'claimed' then
+    delete from hub_hidden.idempotency_key k where k.scope = p_scope and k.key = p_key;
+    perform set_config('hub.idempotency_claim', '', true);
+  end if;
+  return query select v_settled.status, v_settled.balance, v_bet_id, v_settled.pending_bankroll, null::jsonb, p_operation;
+end
+$fn$;
+
 revoke execute on function
+  hub_hidden.settle_bet_once(text, text, text, text, uuid, uuid, uuid, text, uuid, float8, float8, float8, float8, text, text, jsonb),
   hub_hidden.claim_idempotency_key(text, text, text, text),
   hub_hidden.record_idempotency_key(text, text, uuid, jsonb),
   hub_hidden.settle_outcome_bet_once(uuid, uuid, uuid, text, uuid, float8, float8, float8, float8, text, text, uuid, integer, bytea, text, text, float8, integer, float8[], float8[], jsonb, text, text, text, jsonb),
