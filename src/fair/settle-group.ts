@@ -12,13 +12,15 @@
  * group forms while the current one commits. A lone bet goes alone at once
  * (no waiting for company). When a group's statement fails, nothing of it
  * was written and each of its bets settles alone, so an error belongs to
- * the bet that caused it.
+ * the bet that caused it; but when the connection was lost, the statement
+ * may have committed: each bet gets the error instead.
  *
  * The state each bet reads before it draws (src/fair/bet-state.ts) is read
  * in shared round trips the same way, whatever its casino and currency.
  */
 import type pg from "pg";
 import { createBetStateReads, type BetStateReads } from "./bet-state.js";
+import { isDatabaseUnavailable } from "../db/error-class.js";
 
 /** What hub_hidden.settle_outcome_bet answers for one bet. */
 export interface SettleRow {
@@ -80,7 +82,13 @@ async function settleGroup(pool: pg.Pool, group: Waiting[]): Promise<void> {
       text: `select n, status, balance, bet_id from hub_hidden.settle_outcome_bets${once ? "_once" : ""}($1::jsonb)`,
       values: [JSON.stringify(group.map((w) => jsonArgs(once ? w.args : w.args.slice(0, 21))))],
     }));
-  } catch {
+  } catch (error) {
+    // A lost connection may have lost the answer of a commit: settling each bet again would bet twice
+    // (without a key). Each bet gets the error, and a retry with its key finds what committed.
+    if (isDatabaseUnavailable(error)) {
+      for (const w of group) w.reject(error);
+      return;
+    }
     // Rolled back whole: each bet alone, so the failure reaches only its own bet.
     await Promise.all(group.map((w) => settleOne(pool, w.args).then(w.resolve, w.reject)));
     return;
