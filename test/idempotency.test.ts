@@ -337,3 +337,16 @@ t.test("a game's read-back failing after dbSettleBet committed is OUTCOME_COMMIT
   const retried = (await p.b.request(FLIP, { input: { wager: 10, currency: "BTC", side: "HEADS", idempotencyKey: key } })).makeCoinflipBet;
   t.equal(retried.bet.id, rows[0].id);
 });
+
+t.test("a tower move without a key whose read-back fails is OUTCOME_COMMITTED: repeating it would climb another floor", async (t) => {
+  const p = await player();
+  const start = (await p.a.request(START, { input: { wager: 1000, currency: "BTC" } })).startTower.result;
+  const clientSeed = await clientSeedForOutcome(db, { hashChainId: p.chainId, outcomes: [{ weight: 1 }, { weight: 1 }, { weight: 1 }], outcomeIdx: 2 });
+  await db.query(`create policy hub_test_kill on app.tower_move as restrictive for select to app_postgraphile using (user_id <> '${p.userId}' or public.hub_test_kill())`);
+  const failed = await errorOf(p.a.request(MOVE, { input: { gameId: start.game.id, tile: 0, hashChainId: p.chainId, clientSeed } }));
+  await db.query("drop policy hub_test_kill on app.tower_move");
+  t.equal(failed.extensions?.code, "OUTCOME_COMMITTED", failed.message);
+  t.equal(failed.extensions?.operation, "moveTower");
+  t.equal(failed.extensions?.resultId, start.game.id);
+  t.equal((await db.query("select floor from app.tower_game where id = $1", [start.game.id])).rows[0].floor, 1, "the move committed once");
+});

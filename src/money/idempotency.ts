@@ -112,16 +112,20 @@ export async function dbClaimIdempotencyKey(pgClient: Queryable, claim: Idempote
   return { resultId: row.result_id, result: row.result };
 }
 
-/** Store the answer of the request that claimed the key (same transaction as its effect), for its replays. */
+/**
+ * Store the answer of the request that claimed the key (same transaction as
+ * its effect), for its replays; and, key or not, note that the request
+ * commits, so a failure after the commit (its payload read back) is answered
+ * OUTCOME_COMMITTED rather than as a retryable outage.
+ */
 export async function dbRecordIdempotentResult(
   pgClient: Queryable,
   record: { userId: string; scope?: string; idempotencyKey: string | null | undefined; resultId: string | null; result: unknown; operation?: string },
 ): Promise<void> {
-  const key = record.idempotencyKey;
-  if (key === undefined || key === null) return;
-  // Once committed, a failure to answer is OUTCOME_COMMITTED (src/graphql/committed.ts), not a retryable outage.
+  const key = record.idempotencyKey ?? undefined;
   const note = () => noteCommitted({ operation: record.operation ?? "the mutation", ids: record.resultId ? { resultId: record.resultId } : {}, idempotencyKey: key });
   if (!onCommit(pgClient, async () => note())) note();
+  if (key === undefined) return;
   await pgClient.query({
     name: "hub-record-idempotency-key",
     text: "select hub_hidden.record_idempotency_key($1, $2, $3, $4)",
