@@ -4,7 +4,8 @@
  * its answer in the transaction of the effect, so a retry with the same key
  * answers the stored result and moves nothing.
  *
- * scope: whose keys they are ('user:<id>' for a player). A row older than
+ * scope: whose keys they are ('user:<id>' for a player, 'apikey:<id>' for an
+ * operator's API key). A row older than
  * the retention (24 hours) no longer counts: a claim takes its key over, and
  * the server's sweep deletes it.
  */
