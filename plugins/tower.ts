@@ -164,12 +164,18 @@ async function startTower(options: TowerPluginOptions, pool: Pool, player: Playe
   return idempotent(pool, player, field, input, (pgClient) => openClimb(options, pgClient, player, input));
 }
 
+/** A refusal answered as a value (HubRiskError, HubBadHashChainError): carried out of the transaction so it rolls back. */
+class Refused<T> {
+  constructor(readonly answer: T) {}
+}
+
 /**
  * Run a step of the game in one transaction under the client's idempotency
  * key: claimed first (before any lock or draw), so a retry answers what the
- * first request answered, stored with it, and changes nothing.
+ * first request answered, stored with it, and changes nothing. A refusal
+ * rolls the transaction back: it wrote nothing, and the key stays unused.
  */
-function idempotent<T extends { gameId?: string }>(
+async function idempotent<T extends { __typename?: string; gameId?: string }>(
   pool: Pool,
   player: Player,
   field: string,
@@ -177,14 +183,21 @@ function idempotent<T extends { gameId?: string }>(
   step: (pgClient: PoolClient) => Promise<T>,
 ): Promise<T> {
   const { idempotencyKey, ...request } = input;
-  return withPgPoolTransaction(pool, async (pgClient) => {
-    const claim = { userId: player.userId, idempotencyKey, operation: field, request };
-    const replay = await dbClaimIdempotencyKey(pgClient, claim);
-    if (replay) return replay.result as T;
-    const answer = await step(pgClient);
-    await dbRecordIdempotentResult(pgClient, { ...claim, resultId: answer.gameId ?? null, result: answer });
-    return answer;
-  });
+  try {
+    return await withPgPoolTransaction(pool, async (pgClient) => {
+      const claim = { userId: player.userId, idempotencyKey, operation: field, request };
+      const replay = await dbClaimIdempotencyKey(pgClient, claim);
+      if (replay) return replay.result as T;
+      const answer = await step(pgClient);
+      if (answer.__typename === "HubRiskError" || answer.__typename === "HubBadHashChainError") throw new Refused(answer);
+      // With or without a key: it also tells the hub that this request committed (OUTCOME_COMMITTED after it).
+      await dbRecordIdempotentResult(pgClient, { ...claim, resultId: answer.gameId ?? null, result: answer });
+      return answer;
+    });
+  } catch (error) {
+    if (error instanceof Refused) return error.answer as T;
+    throw error;
+  }
 }
 
 async function openClimb(options: TowerPluginOptions, pgClient: PoolClient, player: Player, input: { wager: number; currency: string }): Promise<StartResult> {

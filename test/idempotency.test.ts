@@ -350,3 +350,14 @@ t.test("a tower move without a key whose read-back fails is OUTCOME_COMMITTED: r
   t.equal(failed.extensions?.resultId, start.game.id);
   t.equal((await db.query("select floor from app.tower_game where id = $1", [start.game.id])).rows[0].floor, 1, "the move committed once");
 });
+
+t.test("a tower move refused as a value (HubBadHashChainError) leaves its key unused", async (t) => {
+  const p = await player();
+  const start = (await p.a.request(START, { input: { wager: 1000, currency: "BTC" } })).startTower.result;
+  const key = randomUUID();
+  const input = { gameId: start.game.id, tile: 0, hashChainId: randomUUID(), clientSeed: "s", idempotencyKey: key };
+  t.equal((await p.a.request(MOVE, { input })).moveTower.result.__typename, "HubBadHashChainError");
+  // The same key, now with the player's chain: a new request, not a reuse.
+  t.equal((await p.a.request(MOVE, { input: { ...input, hashChainId: p.chainId } })).moveTower.result.__typename, "MoveTowerSuccess");
+  t.equal(Number((await db.query("select count(*) from app.tower_move where game_id = $1", [start.game.id])).rows[0].count), 1);
+});
