@@ -35,6 +35,7 @@ interface MakeCoinflipBetInput {
   wager: number;
   currency: string;
   side: CoinSide;
+  idempotencyKey?: string | null;
 }
 
 interface MakeCoinflipBetResult {
@@ -80,6 +81,8 @@ export const CoinflipBetPlugin = extendSchema((build) => {
         "Key of a currency of the session's casino (hub.currency)."
         currency: String!
         side: CoinSide!
+        "Optional, 1 to 255 characters: a retry with the same key and input answers the first bet and moves nothing (kept 24 hours)."
+        idempotencyKey: String
       }
       type MakeCoinflipBetPayload {
         "The stored bet: net is floor(wager * 0.99) when the coin lands on the chosen side, -wager otherwise."
@@ -107,7 +110,7 @@ export const CoinflipBetPlugin = extendSchema((build) => {
             return sideEffect([$input, $identity, $pool], async ([rawInput, identity, pool]): Promise<MakeCoinflipBetResult> => {
               // A player's game: no credential is UNAUTHENTICATED, an operator's key FORBIDDEN.
               if (identity?.kind !== "user") throw clientError(identity ? ErrorCode.FORBIDDEN : ErrorCode.UNAUTHENTICATED, "Unauthorized");
-              const { wager, currency, side } = rawInput as MakeCoinflipBetInput;
+              const { wager, currency, side, idempotencyKey } = rawInput as MakeCoinflipBetInput;
               checkWager(wager);
               const { user_id: userId, casino_id: casinoId, experience_id: experienceId } = identity.session;
 
@@ -123,7 +126,14 @@ export const CoinflipBetPlugin = extendSchema((build) => {
                   // The house's expected gain on a fair coin: half the wager kept on a loss minus half the win paid.
                   expectedValue: (wager - win) / 2,
                   actor: "plugin:makeCoinflipBet", field: "makeCoinflipBet",
+                  // A retry with the key settles nothing: the first bet's id comes back, with replayed: true.
+                  idempotencyKey, idempotencyRequest: { side },
                 });
+                if (settled.replayed) {
+                  // This flip is thrown away: the answer is the first bet's, as stored.
+                  const first = await pgClient.query<{ outcome: CoinSide }>("select outcome from app.coinflip_bet where id = $1", [settled.betId]);
+                  return { betId: settled.betId, outcome: first.rows[0]!.outcome, balance: settled.balance };
+                }
                 await pgClient.query(
                   `insert into app.coinflip_bet (id, wager, net, currency_key, user_id, casino_id, experience_id, side, outcome, balance_after)
                    values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,

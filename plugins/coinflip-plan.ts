@@ -12,6 +12,7 @@ import { randomInt } from "node:crypto";
 import { extendSchema, gql } from "@hubpkg/hub/graphile";
 import { clientError, ErrorCode } from "@hubpkg/hub/graphql";
 import { context, inhibitOnNull, sideEffect } from "@hubpkg/hub/grafast";
+import { dbClaimIdempotencyKey, dbRecordIdempotentResult, withPgPoolTransaction } from "@hubpkg/hub/db";
 
 const MIN_WAGER = 1;
 /** What a win pays per unit wagered; the missing 1% is the house edge. */
@@ -20,6 +21,7 @@ const WIN_MULTIPLIER = 0.99;
 interface MakeCoinflipInput {
   currency: string;
   wager: number;
+  idempotencyKey?: string | null;
 }
 
 function validateWager(wager: number): void {
@@ -53,6 +55,8 @@ export const CoinflipPlanPlugin = extendSchema((build) => {
         currency: String!
         "At least 1."
         wager: Float!
+        "Optional, 1 to 255 characters: a retry with the same key and input answers the first flip and flips nothing (kept 24 hours)."
+        idempotencyKey: String
       }
       extend type Mutation {
         "Flip a fair coin for the player of the session; null without a player session."
@@ -68,7 +72,7 @@ export const CoinflipPlanPlugin = extendSchema((build) => {
             const $pool = context().get("superuserPool");
             const $id = sideEffect([$input, $identity, $pool], async ([rawInput, identity, pool]): Promise<string | null> => {
               if (identity?.kind !== "user") return null;
-              const { currency, wager } = rawInput as MakeCoinflipInput;
+              const { currency, wager, idempotencyKey } = rawInput as MakeCoinflipInput;
               validateWager(wager);
               const { user_id, casino_id, experience_id } = identity.session;
               try {
@@ -76,15 +80,24 @@ export const CoinflipPlanPlugin = extendSchema((build) => {
                 // modulo bias: nobody can predict or skew the outcome.
                 const won = randomInt(2) === 1;
                 const net = won ? wager * WIN_MULTIPLIER : -wager;
-                // One statement is a transaction of its own: no begin and commit
-                // around it, so one round trip to Postgres instead of three.
-                const { rows } = await pool.query<{ id: string }>(
+                const insert: [string, unknown[]] = [
                   `insert into app.coinflip (id, wager, net, currency_key, user_id, casino_id, experience_id)
                    values (hub_hidden.uuid_generate_v7(), $1, $2, $3, $4, $5, $6)
                    returning id`,
                   [wager, net, currency, user_id, casino_id, experience_id],
-                );
-                return rows[0]!.id;
+                ];
+                // One statement is a transaction of its own: no begin and commit
+                // around it, so one round trip to Postgres instead of three.
+                if (idempotencyKey == null) return (await pool.query<{ id: string }>(...insert)).rows[0]!.id;
+                // With a key: claimed first, the flip's id stored with it, so a retry answers the first flip.
+                return await withPgPoolTransaction(pool, async (pgClient) => {
+                  const claim = { userId: user_id, idempotencyKey, operation: "makeCoinflip", request: { currency, wager } };
+                  const replay = await dbClaimIdempotencyKey(pgClient, claim);
+                  if (replay) return replay.resultId!;
+                  const id = (await pgClient.query<{ id: string }>(...insert)).rows[0]!.id;
+                  await dbRecordIdempotentResult(pgClient, { ...claim, resultId: id, result: { id } });
+                  return id;
+                });
               } catch (error) {
                 if (isUnknownCurrency(error)) {
                   throw clientError(ErrorCode.UNKNOWN_CURRENCY, `makeCoinflip: unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`);

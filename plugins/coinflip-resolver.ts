@@ -11,6 +11,7 @@
 import { randomInt } from "node:crypto";
 import { makeExtendSchemaPlugin, gql } from "@hubpkg/hub/graphile";
 import { clientError, ErrorCode } from "@hubpkg/hub/graphql";
+import { dbClaimIdempotencyKey, dbRecordIdempotentResult, withPgPoolTransaction } from "@hubpkg/hub/db";
 import type { PluginContext } from "@hubpkg/hub";
 
 const MIN_WAGER = 1;
@@ -20,6 +21,7 @@ const WIN_MULTIPLIER = 0.99;
 interface MakeCoinflipInput {
   currency: string;
   wager: number;
+  idempotencyKey?: string | null;
 }
 
 interface CoinflipOut {
@@ -52,6 +54,8 @@ export const CoinflipResolverPlugin = makeExtendSchemaPlugin(
         currency: String!
         "At least 1."
         wager: Float!
+        "Optional, 1 to 255 characters: a retry with the same key and input answers the first flip and flips nothing (kept 24 hours)."
+        idempotencyKey: String
       }
       "The coin flip just made: net is wager * 0.99 on a win and -wager on a loss."
       type CoinflipOut {
@@ -68,7 +72,7 @@ export const CoinflipResolverPlugin = makeExtendSchemaPlugin(
         async makeCoinflip(_parent: unknown, args: { input: MakeCoinflipInput }, context: PluginContext): Promise<CoinflipOut | null> {
           const { identity } = context;
           if (identity?.kind !== "user") return null;
-          const { currency, wager } = args.input;
+          const { currency, wager, idempotencyKey } = args.input;
           validateWager(wager);
           const { user_id, casino_id, experience_id } = identity.session;
           try {
@@ -76,15 +80,24 @@ export const CoinflipResolverPlugin = makeExtendSchemaPlugin(
             // modulo bias: nobody can predict or skew the outcome.
             const won = randomInt(2) === 1;
             const net = won ? wager * WIN_MULTIPLIER : -wager;
-            // One statement is a transaction of its own: no begin and commit
-            // around it, so one round trip to Postgres instead of three.
-            const { rows } = await context.superuserPool.query<CoinflipOut>(
+            const insert: [string, unknown[]] = [
               `insert into app.coinflip (id, wager, net, currency_key, user_id, casino_id, experience_id)
                values (hub_hidden.uuid_generate_v7(), $1, $2, $3, $4, $5, $6)
                returning id, net`,
               [wager, net, currency, user_id, casino_id, experience_id],
-            );
-            return rows[0]!;
+            ];
+            // One statement is a transaction of its own: no begin and commit
+            // around it, so one round trip to Postgres instead of three.
+            if (idempotencyKey == null) return (await context.superuserPool.query<CoinflipOut>(...insert)).rows[0]!;
+            // With a key: claimed first, the flip stored with it, so a retry answers the first flip.
+            return await withPgPoolTransaction(context.superuserPool, async (pgClient) => {
+              const claim = { userId: user_id, idempotencyKey, operation: "makeCoinflip", request: { currency, wager } };
+              const replay = await dbClaimIdempotencyKey(pgClient, claim);
+              if (replay) return replay.result as CoinflipOut;
+              const flip = (await pgClient.query<CoinflipOut>(...insert)).rows[0]!;
+              await dbRecordIdempotentResult(pgClient, { ...claim, resultId: flip.id, result: flip });
+              return flip;
+            });
           } catch (error) {
             if (isUnknownCurrency(error)) {
               throw clientError(ErrorCode.UNKNOWN_CURRENCY, `makeCoinflip: unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`);

@@ -21,7 +21,7 @@
 import { extendSchema, gql } from "@hubpkg/hub/graphile";
 import { clientError, ErrorCode, GraphQLError } from "@hubpkg/hub/graphql";
 import { access, context, lambda, sideEffect } from "@hubpkg/hub/grafast";
-import { dbSettleBet, withPgPoolTransaction, type Pool, type PoolClient } from "@hubpkg/hub/db";
+import { dbClaimIdempotencyKey, dbRecordIdempotentResult, dbSettleBet, withPgPoolTransaction, type Pool, type PoolClient } from "@hubpkg/hub/db";
 import {
   dbInsertHubHash,
   dbLockHubHashChain,
@@ -81,10 +81,10 @@ interface DbTowerGame {
 }
 
 type Player = { userId: string; casinoId: string; experienceId: string };
-type StartResult = { __typename: "StartTowerSuccess"; gameId: string; balance: number } | { __typename: "HubRiskError"; message: string; riskLimits: RiskLimits };
+type StartResult = { __typename: "StartTowerSuccess"; gameId: string; balance: number } | { __typename: "HubRiskError"; gameId?: undefined; message: string; riskLimits: RiskLimits };
 type MoveResult =
   | { __typename: "MoveTowerSuccess"; gameId: string; moveId: string; survived: boolean; balance: number | null }
-  | { __typename: "HubBadHashChainError"; message: string };
+  | { __typename: "HubBadHashChainError"; gameId?: undefined; message: string };
 
 const refuse = (field: string, message: string, code: ErrorCode = ErrorCode.BAD_USER_INPUT) => clientError(code, `${field}: ${message}`);
 
@@ -155,62 +155,102 @@ const unionPlan = {
 };
 
 /** Take the wager and open a climb, once the risk policy accepts its top floor's payout. */
-async function startTower(options: TowerPluginOptions, pool: Pool, player: Player, input: { wager: number; currency: string }): Promise<StartResult> {
+async function startTower(options: TowerPluginOptions, pool: Pool, player: Player, input: { wager: number; currency: string; idempotencyKey?: string | null }): Promise<StartResult> {
   const field = "startTower";
-  const { maxFloor, riskPolicy } = options;
   const { wager, currency } = input;
   if (!Number.isSafeInteger(wager) || wager < 1) {
     throw refuse(field, `the wager must be a whole number of base units of at least 1; received ${wager}.`, ErrorCode.INVALID_AMOUNT);
   }
-  return withPgPoolTransaction(pool, async (pgClient) => {
-    // As last committed, unlocked, for the risk policy: dbSettleBet checks
-    // the funds and the bankroll's cover again under its locks.
-    const unit = (
-      await pgClient.query<{ display_unit_name: string; display_unit_scale: number; bankroll: number | null; balance: number | null }>(
-        `select c.display_unit_name, c.display_unit_scale, r.amount as bankroll, b.amount as balance
-           from hub.currency c
-           left join hub.bankroll r on r.casino_id = c.casino_id and r.currency_key = c.key
-           left join hub.balance b on b.user_id = $3 and b.experience_id = $4 and b.currency_key = c.key and b.casino_id = c.casino_id
-          where c.key = $1 and c.casino_id = $2`,
-        [currency, player.casinoId, player.userId, player.experienceId],
-      )
-    ).rows[0];
-    if (!unit) throw refuse(field, `unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`, ErrorCode.UNKNOWN_CURRENCY);
-    if (unit.bankroll === null) throw refuse(field, `the house has no bankroll in ${currency}.`, ErrorCode.UNKNOWN_CURRENCY);
-    if (unit.balance === null || unit.balance < wager) {
-      throw refuse(field, `the wager is ${wager} ${currency} but the balance is ${unit.balance ?? 0} ${currency}.`, ErrorCode.INSUFFICIENT_FUNDS);
-    }
-    // The whole climb is checked now: the top floor's payout is the most it can pay.
-    const maxPotentialPayout = towerPayout(wager, maxFloor);
-    const risk = validateRisk({
-      type: "validate-bet",
-      currency,
-      wager,
-      bankroll: unit.bankroll,
-      riskLimits: riskPolicy ?? (({ bankroll }) => ({ maxPayout: bankroll })),
-      maxPotentialPayout,
-      displayUnitName: unit.display_unit_name,
-      displayUnitScale: unit.display_unit_scale,
-    });
-    if (!risk.ok) return { __typename: "HubRiskError", message: risk.error.message, riskLimits: risk.error.riskLimits };
+  return idempotent(pool, player, field, input, (pgClient) => openClimb(options, pgClient, player, input));
+}
 
-    // Every way of playing pays back 99% of the wager on average: the
-    // house's expected gain is known at the start, whatever the player does next.
-    const { betId: gameId, balance } = await dbSettleBet(pgClient, {
-      ...player, currencyKey: currency, kind: "tower", wager, payout: 0, maxPayout: maxPotentialPayout,
-      expectedValue: (wager * Number(HOUSE_EDGE_PERCENT)) / 100, actor: "plugin:startTower", reason: "tower wager", field,
+/** A refusal answered as a value (HubRiskError, HubBadHashChainError): carried out of the transaction so it rolls back. */
+class Refused<T> {
+  constructor(readonly answer: T) {}
+}
+
+/**
+ * Run a step of the game in one transaction under the client's idempotency
+ * key: claimed first (before any lock or draw), so a retry answers what the
+ * first request answered, stored with it, and changes nothing. A refusal
+ * rolls the transaction back: it wrote nothing, and the key stays unused.
+ */
+async function idempotent<T extends { __typename?: string; gameId?: string }>(
+  pool: Pool,
+  player: Player,
+  field: string,
+  input: { idempotencyKey?: string | null },
+  step: (pgClient: PoolClient) => Promise<T>,
+): Promise<T> {
+  const { idempotencyKey, ...request } = input;
+  try {
+    return await withPgPoolTransaction(pool, async (pgClient) => {
+      const claim = { userId: player.userId, idempotencyKey, operation: field, request };
+      const replay = await dbClaimIdempotencyKey(pgClient, claim);
+      if (replay) return replay.result as T;
+      const answer = await step(pgClient);
+      if (answer.__typename === "HubRiskError" || answer.__typename === "HubBadHashChainError") throw new Refused(answer);
+      // With or without a key: it also tells the hub that this request committed (OUTCOME_COMMITTED after it).
+      await dbRecordIdempotentResult(pgClient, { ...claim, resultId: answer.gameId ?? null, result: answer });
+      return answer;
     });
-    await pgClient.query(
-      `insert into app.tower_game (id, wager, net, currency_key, user_id, casino_id, experience_id, max_floor)
-       values ($1, $2, -$2::float8, $3, $4, $5, $6, $7)`,
-      [gameId, wager, currency, player.userId, player.casinoId, player.experienceId, maxFloor],
-    );
-    return { __typename: "StartTowerSuccess", gameId, balance };
+  } catch (error) {
+    if (error instanceof Refused) return error.answer as T;
+    throw error;
+  }
+}
+
+async function openClimb(options: TowerPluginOptions, pgClient: PoolClient, player: Player, input: { wager: number; currency: string }): Promise<StartResult> {
+  const field = "startTower";
+  const { maxFloor, riskPolicy } = options;
+  const { wager, currency } = input;
+  // As last committed, unlocked, for the risk policy: dbSettleBet checks
+  // the funds and the bankroll's cover again under its locks.
+  const unit = (
+    await pgClient.query<{ display_unit_name: string; display_unit_scale: number; bankroll: number | null; balance: number | null }>(
+      `select c.display_unit_name, c.display_unit_scale, r.amount as bankroll, b.amount as balance
+         from hub.currency c
+         left join hub.bankroll r on r.casino_id = c.casino_id and r.currency_key = c.key
+         left join hub.balance b on b.user_id = $3 and b.experience_id = $4 and b.currency_key = c.key and b.casino_id = c.casino_id
+        where c.key = $1 and c.casino_id = $2`,
+      [currency, player.casinoId, player.userId, player.experienceId],
+    )
+  ).rows[0];
+  if (!unit) throw refuse(field, `unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`, ErrorCode.UNKNOWN_CURRENCY);
+  if (unit.bankroll === null) throw refuse(field, `the house has no bankroll in ${currency}.`, ErrorCode.UNKNOWN_CURRENCY);
+  if (unit.balance === null || unit.balance < wager) {
+    throw refuse(field, `the wager is ${wager} ${currency} but the balance is ${unit.balance ?? 0} ${currency}.`, ErrorCode.INSUFFICIENT_FUNDS);
+  }
+  // The whole climb is checked now: the top floor's payout is the most it can pay.
+  const maxPotentialPayout = towerPayout(wager, maxFloor);
+  const risk = validateRisk({
+    type: "validate-bet",
+    currency,
+    wager,
+    bankroll: unit.bankroll,
+    riskLimits: riskPolicy ?? (({ bankroll }) => ({ maxPayout: bankroll })),
+    maxPotentialPayout,
+    displayUnitName: unit.display_unit_name,
+    displayUnitScale: unit.display_unit_scale,
   });
+  if (!risk.ok) return { __typename: "HubRiskError", message: risk.error.message, riskLimits: risk.error.riskLimits };
+
+  // Every way of playing pays back 99% of the wager on average: the
+  // house's expected gain is known at the start, whatever the player does next.
+  const { betId: gameId, balance } = await dbSettleBet(pgClient, {
+    ...player, currencyKey: currency, kind: "tower", wager, payout: 0, maxPayout: maxPotentialPayout,
+    expectedValue: (wager * Number(HOUSE_EDGE_PERCENT)) / 100, actor: "plugin:startTower", reason: "tower wager", field,
+  });
+  await pgClient.query(
+    `insert into app.tower_game (id, wager, net, currency_key, user_id, casino_id, experience_id, max_floor)
+     values ($1, $2, -$2::float8, $3, $4, $5, $6, $7)`,
+    [gameId, wager, currency, player.userId, player.casinoId, player.experienceId, maxFloor],
+  );
+  return { __typename: "StartTowerSuccess", gameId, balance };
 }
 
 /** One floor: the chain's next hash draws the trap; the top floor cashes out by itself. */
-async function moveTower(pool: Pool, player: Player, input: { gameId: string; tile: number; hashChainId: string; clientSeed: string }): Promise<MoveResult> {
+async function moveTower(pool: Pool, player: Player, input: { gameId: string; tile: number; hashChainId: string; clientSeed: string; idempotencyKey?: string | null }): Promise<MoveResult> {
   const field = "moveTower";
   const { gameId, tile, hashChainId, clientSeed } = input;
   if (!Number.isInteger(tile) || tile < 0 || tile >= TOWER_TILES) {
@@ -221,7 +261,7 @@ async function moveTower(pool: Pool, player: Player, input: { gameId: string; ti
   if (length > MAX_CLIENT_SEED_LENGTH || CONTROL_CHARACTERS.test(clientSeed)) {
     throw refuse(field, `the client seed must be at most ${MAX_CLIENT_SEED_LENGTH} characters without control characters; received ${length} characters${CONTROL_CHARACTERS.test(clientSeed) ? " with a control character" : ""}.`, ErrorCode.INVALID_CLIENT_SEED);
   }
-  return withPgPoolTransaction(pool, async (pgClient) => {
+  return idempotent(pool, player, field, input, async (pgClient) => {
     const chain = await dbLockHubHashChain(pgClient, { ...player, hashChainId, active: "must-be-active" });
     if (!chain) {
       return { __typename: "HubBadHashChainError", message: `Hash chain ${hashChainId} is not an active chain of this player in this casino and experience; create a new one (hubCreateHashChain) and retry.` };
@@ -271,9 +311,9 @@ async function moveTower(pool: Pool, player: Player, input: { gameId: string; ti
 }
 
 /** Pay the floors cleared so far and close the game. */
-async function cashOutTower(pool: Pool, player: Player, input: { gameId: string }): Promise<{ gameId: string; balance: number }> {
+async function cashOutTower(pool: Pool, player: Player, input: { gameId: string; idempotencyKey?: string | null }): Promise<{ gameId: string; balance: number }> {
   const field = "cashOutTower";
-  return withPgPoolTransaction(pool, async (pgClient) => {
+  return idempotent(pool, player, field, input, async (pgClient) => {
     const game = await lockActiveGame(pgClient, field, player, input.gameId);
     if (game.floor < 1) throw refuse(field, `tower game ${game.id} has cleared no floor yet: climb at least one floor (moveTower) before cashing out.`);
     const paid = await cashOut(pgClient, field, player, game, game.floor);
@@ -298,6 +338,8 @@ function towerTypeDefs() {
       wager: Int!
       "Key of a currency of the session's casino."
       currency: String!
+      "Optional, 1 to 255 characters: a retry with the same key and input answers the first request and changes nothing (kept 24 hours)."
+      idempotencyKey: String
     }
     type StartTowerPayload {
       result: StartTowerResult!
@@ -316,6 +358,8 @@ function towerTypeDefs() {
       hashChainId: UUID!
       "At most 32 characters, no control characters."
       clientSeed: String!
+      "Optional, 1 to 255 characters: a retry with the same key and input answers the first request and changes nothing (kept 24 hours)."
+      idempotencyKey: String
     }
     type MoveTowerPayload {
       result: MoveTowerResult!
@@ -331,6 +375,8 @@ function towerTypeDefs() {
     }
     input CashOutTowerInput {
       gameId: UUID!
+      "Optional, 1 to 255 characters: a retry with the same key and input answers the first request and changes nothing (kept 24 hours)."
+      idempotencyKey: String
     }
     type CashOutTowerPayload {
       game: TowerGame!
@@ -366,19 +412,19 @@ function towerObjects(options: TowerPluginOptions, gameResource: any, moveResour
         startTower(_parent: any, fieldArgs: any) {
           const $input = fieldArgs.getRaw("input");
           return sideEffect([$input, context().get("identity"), context().get("superuserPool")], ([input, identity, pool]) =>
-            startTower(options, pool as Pool, requirePlayer(identity), input as { wager: number; currency: string }),
+            startTower(options, pool as Pool, requirePlayer(identity), input as { wager: number; currency: string; idempotencyKey?: string | null }),
           );
         },
         moveTower(_parent: any, fieldArgs: any) {
           const $input = fieldArgs.getRaw("input");
           return sideEffect([$input, context().get("identity"), context().get("superuserPool")], ([input, identity, pool]) =>
-            moveTower(pool as Pool, requirePlayer(identity), input as { gameId: string; tile: number; hashChainId: string; clientSeed: string }),
+            moveTower(pool as Pool, requirePlayer(identity), input as { gameId: string; tile: number; hashChainId: string; clientSeed: string; idempotencyKey?: string | null }),
           );
         },
         cashOutTower(_parent: any, fieldArgs: any) {
           const $input = fieldArgs.getRaw("input");
           return sideEffect([$input, context().get("identity"), context().get("superuserPool")], ([input, identity, pool]) =>
-            cashOutTower(pool as Pool, requirePlayer(identity), input as { gameId: string }),
+            cashOutTower(pool as Pool, requirePlayer(identity), input as { gameId: string; idempotencyKey?: string | null }),
           );
         },
       },

@@ -59,6 +59,9 @@ export const ErrorCodes = {
   TRANSFERS_NOT_CONFIGURED: "The casino has no transfer endpoint: no base URL and no url set by hubSetCasinoTransfers, so nothing can be sent to it or fetched from it.",
   CASINO_UNREACHABLE: "The casino's transfer endpoint did not give a usable answer (timeout, connection error, 5xx, malformed body).",
   CASINO_ANSWER_TOO_LARGE: "An answer of a casino's transfer endpoint (a page of transfers or take requests, an outcome) was larger than the hub reads (1 MiB): read only that far, nothing of it used; recorded as the transfer job's last error, naming the casino and the limit, and retried like an unknown outcome.",
+  // Idempotency keys of money mutations
+  IDEMPOTENCY_KEY_REUSED: "The idempotency key was already used by this player (or API key) for another operation or with other input within the last 24 hours: nothing was done.",
+  OUTCOME_COMMITTED: "The money mutation committed, but reading its answer back failed (the database went away after the commit): do not repeat it without its idempotency key; extensions name what committed.",
   // Load and faults
   TOO_MANY_REQUESTS: "This player or API key already has its share of requests, superuser connections or hash chain creations in use: slow down (HTTP 429 when refused on arrival or in an Express route).",
   SERVER_BUSY: "Every connection of a hub pool stayed in use for 10 s: Postgres is up, the server is saturated; retry.",

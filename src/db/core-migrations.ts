@@ -73,6 +73,17 @@ import { readMigrationFolder, type Migration } from "./migration-files.js";
  *   hub_hidden.withdrawal_send_window keeps until when a send may still reach
  *   the casino; it is written outside the sender's transaction so a refund can
  *   trust it after a crash.
+ *
+ * 0026-idempotency-keys: hub_hidden.idempotency_key, one row per (scope, key):
+ *   the operation, the fingerprint of the client's request and the answer,
+ *   written in the transaction of the money it moved, kept 24 hours (a claim
+ *   takes an older row over; the bankroll sweep deletes them once a minute).
+ *   Claims wait on the primary key, so two requests with one key make one
+ *   effect. settle_outcome_bet_once / settle_outcome_bets_once wrap 0017's and
+ *   0020's statements, which stay as they were: a keyed bet claims its key
+ *   before its chain, so a replay takes no hash, and a group claims its keys
+ *   in key order before any chain (the one lock order: key, chain, balance,
+ *   bankroll).
  * 0028-hardening-iv: the credential NOTIFY also fires on TRUNCATE and on a
  *   changed digest or owner of a session or key (0007 covered revoked_at,
  *   expired_at and DELETE), so open WebSockets are re-checked after any change

@@ -6,3 +6,5 @@ export type { LockPlayerBalanceAndHouseBankrollInput, LockPlayerBalanceAndHouseB
 export { dbSettleBet, MAX_BET_METADATA_BYTES } from "../money/settle.js";
 export type { SettleBetInput, SettledBet } from "../money/settle.js";
 export { exactNet, isWholeAmount, MAX_AMOUNT } from "../money/exact.js";
+export { dbClaimIdempotencyKey, dbRecordIdempotentResult, MAX_IDEMPOTENCY_KEY_LENGTH, IDEMPOTENCY_KEY_RETENTION_HOURS } from "../money/idempotency.js";
+export type { IdempotencyClaim, IdempotentReplay } from "../money/idempotency.js";

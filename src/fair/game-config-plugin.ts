@@ -90,6 +90,11 @@ const outcomeTypeDefs = (outcomeKinds: readonly string[]): string => `
         "At most 32 characters, no control characters: mixed into the chain's hash, so the house cannot choose the outcome alone."
         clientSeed: String!
         metadata: JSON
+        """
+        Optional, 1 to 255 characters: a retry with the same key and input answers the first bet and moves nothing;
+        with other input it is refused (IDEMPOTENCY_KEY_REUSED). The player's keys are kept 24 hours.
+        """
+        idempotencyKey: String
       }
       type HubMakeOutcomeBetPayload {
         result: HubMakeOutcomeBetResult!

@@ -18,6 +18,8 @@ import type { ChainQueue } from "./chain-queue.js";
 import { settleOne, type SettleGroups, type SettleOutcomeArgs, type SettleRow } from "./settle-group.js";
 import { readBetState, type BetState, type BetStateKey } from "./bet-state.js";
 import { betMetadataJson, settleBetArgs, settleRefusalError, type SettleBetInput, type SettleRefusal } from "../money/settle.js";
+import { checkIdempotencyKey, playerKeyScope, readIdempotentReplay, requestFingerprint, idempotencyKeyReused } from "../money/idempotency.js";
+import { noteCommitted } from "../money/committed.js";
 
 export interface OutcomeBetConfig {
   /** The least edge the house keeps: the outcomes' weighted mean profit must be at most -houseEdge. From 0 to below 1. */
@@ -52,6 +54,8 @@ export interface MakeOutcomeBetInput {
   hashChainId: string;
   clientSeed: string;
   metadata?: unknown;
+  /** The client's key for retrying this bet safely: a retry with the same key and input answers the first bet. */
+  idempotencyKey?: string | null;
 }
 
 export type MakeOutcomeBetResult =
@@ -82,7 +86,11 @@ export interface OutcomePlan {
   expectedValue: number;
   /** The bet's metadata as JSON text (checked for size), or null. */
   metadataJson: string | null;
+  /** The client's idempotency key and the fingerprint of the rest of its input; undefined without a key. */
+  idempotency: { key: string; fingerprint: string } | undefined;
 }
+
+const OPERATION = "hubMakeOutcomeBet";
 
 /** Refuse a malformed bet before any lock is taken. */
 export function checkOutcomeBetInput(input: MakeOutcomeBetInput, config: OutcomeBetConfig): OutcomePlan {
@@ -126,6 +134,9 @@ export function checkOutcomeBetInput(input: MakeOutcomeBetInput, config: Outcome
     );
   }
   const metadataJson = betMetadataJson(input.metadata, "hubMakeOutcomeBet");
+  const key = checkIdempotencyKey(input.idempotencyKey, OPERATION);
+  const { idempotencyKey: _key, ...request } = input;
+  const idempotency = key === undefined ? undefined : { key, fingerprint: requestFingerprint(request) };
   const nets = outcomes.map((o) => netOf(wager, o.profit));
   let maxNet = -wager;
   let expectedValue = 0;
@@ -134,7 +145,7 @@ export function checkOutcomeBetInput(input: MakeOutcomeBetInput, config: Outcome
     maxNet = Math.max(maxNet, nets[i]!);
     expectedValue -= (o.weight / totalWeight) * nets[i]!;
   }
-  return { nets, maxNet, expectedValue, metadataJson };
+  return { nets, maxNet, expectedValue, metadataJson, idempotency };
 }
 
 type Player = { userId: string; casinoId: string; experienceId: string };
@@ -199,17 +210,37 @@ async function tryOutcomeBet(
     input.kind, outcomes[outcomeIdx]!.profit, outcomeIdx,
     config.saveOutcomes ? outcomes.map((o) => o.weight) : [], config.saveOutcomes ? outcomes.map((o) => o.profit) : [],
     plan.metadataJson,
+    // The key's claim and the answer stored with it (settle_outcome_bet_once adds the bet's id and balance).
+    plan.idempotency ? playerKeyScope(player.userId) : null, plan.idempotency?.key ?? null, plan.idempotency?.fingerprint ?? null,
+    { outcomeIdx, net },
   ];
   const written = await (grouped ? grouped.settle(args) : settleOne(db, args));
-  const status = written.status as "settled" | "chain-moved" | SettleRefusal;
+  const status = written.status as "settled" | "chain-moved" | "replayed" | "key-reused" | SettleRefusal;
   const { balance, bet_id: betId } = written;
   if (status === "chain-moved") return status;
+  if (status === "replayed" || status === "key-reused") return replayOf(db, player, plan);
   if (status === "no-cover") {
     // The refusal depends on the largest win, not the drawn outcome: it reveals nothing.
     return { __typename: "HubRiskError", message: `The house cannot cover this bet's largest win in ${currency} now. Lower the wager or the multiplier.`, riskLimits };
   }
   if (status !== "settled") throw settleRefusalError(status, settleInput, balance);
   return { __typename: "HubMakeOutcomeBetSuccess", betId: betId!, outcomeIdx, net, balance: balance! };
+}
+
+/** The first bet's answer for a replayed key, read as committed; null when the key holds nothing yet. */
+async function storedAnswer(db: Queryable, player: Player, plan: OutcomePlan): Promise<MakeOutcomeBetResult | null> {
+  const { key, fingerprint } = plan.idempotency!;
+  const replay = await readIdempotentReplay(db, playerKeyScope(player.userId), key, OPERATION, fingerprint);
+  const answer = replay?.result as { betId: string; outcomeIdx: number; net: number; balance: number } | null | undefined;
+  if (!answer) return null;
+  return { __typename: "HubMakeOutcomeBetSuccess", betId: answer.betId, outcomeIdx: answer.outcomeIdx, net: answer.net, balance: answer.balance };
+}
+
+/** A key the settlement found taken (by a bet that committed meanwhile): the first bet's answer, or the refusal of another input. */
+async function replayOf(db: Queryable, player: Player, plan: OutcomePlan): Promise<MakeOutcomeBetResult> {
+  const answer = await storedAnswer(db, player, plan);
+  if (!answer) throw new Error(`hubMakeOutcomeBet: idempotency key ${JSON.stringify(plan.idempotency!.key)} was taken but holds no answer`);
+  return answer;
 }
 
 /** Optimistic tries before a bet waits for the chain's lock instead. */
@@ -243,8 +274,27 @@ export async function makeOutcomeBet(
     read: (key) => settleGroups.readState(unboundedPool(pool), key),
     settle: (args) => settleGroups.settle(unboundedPool(pool), groupKey, args),
   };
-  if (chainQueue) return chainQueue.run(String(input.hashChainId), () => settleOutcomeBet(pool, player, input, config, plan, grouped, chains));
-  return settleOutcomeBet(pool, player, input, config, plan, grouped, chains);
+  const play = async () => {
+    // A retry of a committed bet answers it before any hash is read or drawn.
+    const result = (plan.idempotency && (await storedAnswer(pool, player, plan))) || (await settleOutcomeBet(pool, player, input, config, plan, grouped, chains));
+    if (result.__typename === "HubMakeOutcomeBetSuccess") noteCommitted({ operation: OPERATION, ids: { betId: result.betId }, idempotencyKey: plan.idempotency?.key });
+    return result;
+  };
+  return chainQueue ? chainQueue.run(String(input.hashChainId), play) : play();
+}
+
+/** Claim the bet's key in the locked try's transaction: "claimed", or the first bet's answer on a replay. */
+async function claimOutcomeKey(pgClient: Queryable, player: Player, plan: OutcomePlan): Promise<"claimed" | MakeOutcomeBetResult> {
+  const { key, fingerprint } = plan.idempotency!;
+  const { rows } = await pgClient.query<{ status: string; operation: string; result: { betId: string; outcomeIdx: number; net: number; balance: number } | null }>(
+    "select status, operation, result from hub_hidden.claim_idempotency_key($1, $2, $3, $4)",
+    [playerKeyScope(player.userId), key, OPERATION, fingerprint],
+  );
+  const row = rows[0]!;
+  if (row.status === "reused") throw idempotencyKeyReused(OPERATION, key, OPERATION, row.operation);
+  if (row.status !== "replay") return "claimed";
+  if (!row.result) throw new Error(`hubMakeOutcomeBet: idempotency key ${JSON.stringify(key)} was taken but holds no answer`);
+  return { __typename: "HubMakeOutcomeBetSuccess", ...row.result };
 }
 
 async function settleOutcomeBet(
@@ -261,10 +311,16 @@ async function settleOutcomeBet(
     if (result !== "chain-moved") return result;
   }
   return withPgPoolTransaction(pool, async (pgClient) => {
+    // The key before the chain: the lock order of every keyed bet (settle_outcome_bet_once).
+    const claimed = plan.idempotency && (await claimOutcomeKey(pgClient, player, plan));
+    if (claimed && claimed !== "claimed") return claimed;
     const chain = await dbLockHubHashChain(pgClient, { ...player, hashChainId: input.hashChainId, active: "must-be-active" });
-    if (!chain) return badChain(input.hashChainId, "is not an active chain of this player in this casino and experience");
-    const result = await tryOutcomeBet(pgClient, player, input, config, plan, undefined, chains);
+    const result = chain ? await tryOutcomeBet(pgClient, player, input, config, plan, undefined, chains) : badChain(input.hashChainId, "is not an active chain of this player in this casino and experience");
     if (result === "chain-moved") throw new Error(`hubMakeOutcomeBet: chain ${input.hashChainId} moved while locked`);
+    // A refusal answered as a value commits nothing, so the key stays unused.
+    if (claimed && result.__typename !== "HubMakeOutcomeBetSuccess") {
+      await pgClient.query("delete from hub_hidden.idempotency_key where scope = $1 and key = $2", [playerKeyScope(player.userId), plan.idempotency!.key]);
+    }
     return result;
   });
 }

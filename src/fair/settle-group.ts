@@ -12,13 +12,15 @@
  * group forms while the current one commits. A lone bet goes alone at once
  * (no waiting for company). When a group's statement fails, nothing of it
  * was written and each of its bets settles alone, so an error belongs to
- * the bet that caused it.
+ * the bet that caused it; but when the connection was lost, the statement
+ * may have committed: each bet gets the error instead.
  *
  * The state each bet reads before it draws (src/fair/bet-state.ts) is read
  * in shared round trips the same way, whatever its casino and currency.
  */
 import type pg from "pg";
 import { createBetStateReads, type BetStateReads } from "./bet-state.js";
+import { isDatabaseUnavailable } from "../db/error-class.js";
 
 /** What hub_hidden.settle_outcome_bet answers for one bet. */
 export interface SettleRow {
@@ -27,7 +29,7 @@ export interface SettleRow {
   bet_id: string | null;
 }
 
-/** The arguments of hub_hidden.settle_outcome_bet, in its order (21 values). */
+/** The arguments of hub_hidden.settle_outcome_bet_once, in its order (25 values: settle_outcome_bet's 21, the key's scope, key and fingerprint, the answer to store). */
 export type SettleOutcomeArgs = unknown[];
 
 export interface SettleGroups {
@@ -41,10 +43,17 @@ export interface SettleGroups {
 export const MAX_GROUP = 64;
 
 const SINGLE = "select status, balance, bet_id from hub_hidden.settle_outcome_bet($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)";
+const SINGLE_ONCE =
+  "select status, balance, bet_id from hub_hidden.settle_outcome_bet_once($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)";
+/** Where the key sits in a bet's arguments: a bet without one settles through the statements of before keys existed. */
+const KEY = 22;
+const keyed = (args: SettleOutcomeArgs) => args[KEY] != null;
 
 /** One bet alone: the statement hubMakeOutcomeBet always used. */
 export async function settleOne(db: Pick<pg.ClientBase, "query">, args: SettleOutcomeArgs): Promise<SettleRow> {
-  const { rows } = await db.query<SettleRow>({ name: "hub-outcome-bet-settle", text: SINGLE, values: args });
+  if (!keyed(args)) return (await db.query<SettleRow>({ name: "hub-outcome-bet-settle", text: SINGLE, values: args.slice(0, 21) })).rows[0]!;
+  const values = args.map((v, i) => (i === args.length - 1 ? JSON.stringify(v) : v));
+  const { rows } = await db.query<SettleRow>({ name: "hub-outcome-bet-settle-once", text: SINGLE_ONCE, values });
   return rows[0]!;
 }
 
@@ -67,12 +76,19 @@ async function settleGroup(pool: pg.Pool, group: Waiting[]): Promise<void> {
   }
   let rows: (SettleRow & { n: number })[];
   try {
+    const once = group.some((w) => keyed(w.args));
     ({ rows } = await pool.query<SettleRow & { n: number }>({
-      name: "hub-outcome-bets-settle",
-      text: "select n, status, balance, bet_id from hub_hidden.settle_outcome_bets($1::jsonb)",
-      values: [JSON.stringify(group.map((w) => jsonArgs(w.args)))],
+      name: once ? "hub-outcome-bets-settle-once" : "hub-outcome-bets-settle",
+      text: `select n, status, balance, bet_id from hub_hidden.settle_outcome_bets${once ? "_once" : ""}($1::jsonb)`,
+      values: [JSON.stringify(group.map((w) => jsonArgs(once ? w.args : w.args.slice(0, 21))))],
     }));
-  } catch {
+  } catch (error) {
+    // A lost connection may have lost the answer of a commit: settling each bet again would bet twice
+    // (without a key). Each bet gets the error, and a retry with its key finds what committed.
+    if (isDatabaseUnavailable(error)) {
+      for (const w of group) w.reject(error);
+      return;
+    }
     // Rolled back whole: each bet alone, so the failure reaches only its own bet.
     await Promise.all(group.map((w) => settleOne(pool, w.args).then(w.resolve, w.reject)));
     return;

@@ -6,6 +6,8 @@ import { withPgPoolTransaction } from "../db/pools.js";
 import { describeValue, ErrorCode } from "../errors.js";
 import { clientError } from "./client-error.js";
 import { guarded } from "./operator.js";
+import { checkIdempotencyKey, dbClaimIdempotencyKey, dbRecordIdempotentResult } from "../money/idempotency.js";
+import { noteCommitted } from "../money/committed.js";
 
 /**
  * The faucet: free play money. An operator enables it per casino and currency
@@ -68,7 +70,12 @@ async function claimFaucet(input: Input, identity: Identity | undefined, pool: p
   if (identity?.kind !== "user") unauthorized(identity, "hubClaimFaucet", "a player's session (Authorization: session:<key>)");
   const { user_id: userId, casino_id: casinoId, experience_id: experienceId } = identity.session;
   const currency = String(input.currency);
-  return withPgPoolTransaction(pool, async (client) => {
+  const { idempotencyKey, ...request } = input;
+  const claim = { userId, idempotencyKey: checkIdempotencyKey(idempotencyKey, "hubClaimFaucet"), operation: "hubClaimFaucet", request };
+  const answer = await withPgPoolTransaction(pool, async (client) => {
+    // Claimed before the cooldown is checked: a retry answers the first claim rather than FAUCET_TOO_SOON.
+    const replay = await dbClaimIdempotencyKey(client, claim);
+    if (replay) return replay.result as { faucetClaimId: string; balanceId: string };
     // One claim at a time per player, experience and currency, so two at once cannot both pass the cooldown check.
     await client.query("select pg_advisory_xact_lock(hashtextextended('hub:faucet:' || $1::text || ':' || $2::text || ':' || $3::text, 0))", [userId, experienceId, currency]);
     const config = await client.query<{ amount: number; cooldown_seconds: number }>(
@@ -89,15 +96,19 @@ async function claimFaucet(input: Input, identity: Identity | undefined, pool: p
         retryAfterSeconds: wait,
       });
     }
-    const claim = await client.query<{ id: string }>(
+    const inserted = await client.query<{ id: string }>(
       "insert into hub.faucet_claim (user_id, casino_id, experience_id, currency_key, amount) values ($1, $2, $3, $4, $5) returning id",
       [userId, casinoId, experienceId, currency, faucet.amount],
     );
     const balance = await client.query<{ id: string }>("select id from hub_hidden.credit_balance($1, $2, $3, $4, $5, $6, 'faucet')", [
       userId, casinoId, experienceId, currency, faucet.amount, `user:${userId}`,
     ]);
-    return { faucetClaimId: claim.rows[0]!.id, balanceId: balance.rows[0]!.id };
+    const result = { faucetClaimId: inserted.rows[0]!.id, balanceId: balance.rows[0]!.id };
+    await dbRecordIdempotentResult(client, { ...claim, resultId: result.faucetClaimId, result });
+    return result;
   });
+  noteCommitted({ operation: "hubClaimFaucet", ids: { faucetClaimId: answer.faucetClaimId }, idempotencyKey: claim.idempotencyKey });
+  return answer;
 }
 
 export const HubFaucetPlugin = extendSchema((build) => {
@@ -123,6 +134,8 @@ export const HubFaucetPlugin = extendSchema((build) => {
       input HubClaimFaucetInput {
         "A currency key the operator enabled the faucet for in the session's casino."
         currency: String!
+        "Optional, 1 to 255 characters: a retry with the same key and input answers the first claim and credits nothing (kept 24 hours)."
+        idempotencyKey: String
       }
       type HubClaimFaucetPayload {
         faucetClaim: HubFaucetClaim!

@@ -17,6 +17,8 @@ import { ErrorCode } from "../errors.js";
 import { classifyClientInputError, classifyDatabaseError } from "../db/error-class.js";
 import { requestIdOf } from "./request-id.js";
 import { rebuildGraphQLError } from "./request-errors.js";
+import { committedOf } from "./committed.js";
+import type { CommittedMoney } from "../money/committed.js";
 
 // Where the transfers' mutations have always imported it from.
 export { classifyClientInputError } from "../db/error-class.js";
@@ -35,6 +37,8 @@ export function makeMaskError(log: Logger) {
       return rebuildGraphQLError(error, { message: original.message, extensions: (original as { extensions?: Record<string, unknown> }).extensions ?? null });
     }
     const reqId = requestIdOf(error);
+    const commits = committedOf(error);
+    if (commits) return maskAfterCommit(error, original, commits, log, reqId);
     const refused = maskClientInputError(error, original, log, reqId);
     if (refused) return refused;
     const errorId = randomBytes(6).toString("hex");
@@ -65,4 +69,28 @@ export function maskClientInputError(error: GraphQLError, original: unknown, log
   const { code, message, sqlstate, constraint } = known;
   log.info({ reqId, code, sqlstate, constraint, path: error.path, reason: (original as Error).message }, "request refused: the database rejected the client's input");
   return rebuildGraphQLError(error, { message, originalError: original as Error, extensions: { code, sqlstate, ...(constraint ? { constraint } : {}) } });
+}
+
+/**
+ * A failure in a request that had committed money (the payload read back
+ * after the commit, on another connection): OUTCOME_COMMITTED, never a
+ * retryable code, with what committed (ids, idempotency key) in extensions.
+ */
+function maskAfterCommit(error: GraphQLError, original: unknown, commits: readonly CommittedMoney[], log: Logger, reqId: string | undefined): GraphQLError {
+  const errorId = randomBytes(6).toString("hex");
+  const cause = classifyDatabaseError(original)?.code ?? classifyClientInputError(original)?.code ?? ErrorCode.INTERNAL_SERVER_ERROR;
+  log.warn({ errorId, reqId, err: original ?? error, path: error.path, cause, commits }, "a request failed after committing money");
+  const last = commits[commits.length - 1]!;
+  const ids = Object.entries(last.ids).map(([name, id]) => `${name} ${id}`).join(", ");
+  const retry = last.idempotencyKey !== undefined
+    ? `retry with the same idempotency key (${JSON.stringify(last.idempotencyKey)}) to read its answer; nothing will move again`
+    : "do not send it again (it would move money again); read the result by its id, and send an idempotencyKey with money mutations to retry safely";
+  return rebuildGraphQLError(error, {
+    message: `${last.operation} committed (${ids}), but its answer could not be read back (${cause}): ${retry}.`,
+    extensions: {
+      errorId, code: ErrorCode.OUTCOME_COMMITTED, cause, operation: last.operation, ...last.ids,
+      ...(last.idempotencyKey !== undefined ? { idempotencyKey: last.idempotencyKey } : {}),
+      ...(commits.length > 1 ? { committed: commits.map((c) => ({ operation: c.operation, ...c.ids, idempotencyKey: c.idempotencyKey ?? null })) } : {}),
+    },
+  });
 }

@@ -7,6 +7,7 @@ import { classifyClientInputError } from "../db/error-class.js";
 import { describeValue, ErrorCode } from "../errors.js";
 import { clientError } from "./client-error.js";
 import * as parse from "../parse.js";
+import { apiKeyScope, checkIdempotencyKey, dbClaimIdempotencyKey, dbRecordIdempotentResult } from "../money/idempotency.js";
 
 /**
  * Operator-only mutations (an `apikey:` identity): set up casinos, currencies
@@ -130,6 +131,8 @@ const operatorTypeDefs = gql`
     "Whole base units of the currency, from 1 to 9007199254740991."
     amount: Float!
     reason: String!
+    "Optional, 1 to 255 characters, the API key's for 24 hours: a retry with the same key and input answers the first change and moves nothing."
+    idempotencyKey: String
   }
   input HubBankrollChangeInput {
     casinoId: UUID!
@@ -137,6 +140,8 @@ const operatorTypeDefs = gql`
     "Whole base units of the currency, from 1 to 9007199254740991."
     amount: Float!
     reason: String!
+    "Optional, 1 to 255 characters, the API key's for 24 hours: a retry with the same key and input answers the first change and moves nothing."
+    idempotencyKey: String
   }
   type HubAddCasinoPayload {
     casinoId: UUID!
@@ -230,10 +235,10 @@ export const HubOperatorPlugin = extendSchema(
     resolvers: {
       Mutation: {
         ...setupResolvers,
-        hubCreditBalance: (_p: unknown, { input }: { input: BalanceInput }, context: PluginContext) => changeBalance("credit", input, context),
-        hubDebitBalance: (_p: unknown, { input }: { input: BalanceInput }, context: PluginContext) => changeBalance("debit", input, context),
-        hubCreditBankroll: (_p: unknown, { input }: { input: BankrollInput }, context: PluginContext) => changeBankroll(1, input, context),
-        hubDebitBankroll: (_p: unknown, { input }: { input: BankrollInput }, context: PluginContext) => changeBankroll(-1, input, context),
+        hubCreditBalance: (_p: unknown, { input }: { input: BalanceInput }, context: PluginContext) => keyed("hubCreditBalance", input, context, (db) => changeBalance("credit", input, context, db)),
+        hubDebitBalance: (_p: unknown, { input }: { input: BalanceInput }, context: PluginContext) => keyed("hubDebitBalance", input, context, (db) => changeBalance("debit", input, context, db)),
+        hubCreditBankroll: (_p: unknown, { input }: { input: BankrollInput }, context: PluginContext) => keyed("hubCreditBankroll", input, context, (db) => changeBankroll(1, input, context, db)),
+        hubDebitBankroll: (_p: unknown, { input }: { input: BankrollInput }, context: PluginContext) => keyed("hubDebitBankroll", input, context, (db) => changeBankroll(-1, input, context, db)),
       },
     },
   }),
@@ -246,12 +251,44 @@ interface BalanceInput {
   currencyKey: string;
   amount: number;
   reason: string;
+  idempotencyKey?: string | null;
 }
 interface BankrollInput {
   casinoId: string;
   currencyKey: string;
   amount: number;
   reason: string;
+  idempotencyKey?: string | null;
+}
+
+type Db = Pick<import("pg").Pool, "query">;
+
+/**
+ * An operator's change of a balance or bankroll under its idempotency key
+ * (scoped to the API key): without one, the change's one statement on the
+ * pool; with one, a transaction that claims the key first and stores the
+ * answer, so a retry answers the first change and moves nothing.
+ */
+async function keyed<T extends { balanceId?: string; bankrollId?: string }>(
+  operation: string,
+  input: { idempotencyKey?: string | null },
+  context: PluginContext,
+  change: (db: Db) => Promise<T>,
+): Promise<T> {
+  requireOperator(context);
+  const { idempotencyKey, ...request } = input;
+  if (checkIdempotencyKey(idempotencyKey, operation) === undefined) return change(context.superuserPool);
+  const scope = apiKeyScope((context.identity as { apiKeyId: string }).apiKeyId);
+  const claim = { userId: "", scope, idempotencyKey, operation, request };
+  return guarded(() =>
+    withPgPoolTransaction(context.superuserPool, async (client) => {
+      const replay = await dbClaimIdempotencyKey(client, claim);
+      if (replay) return replay.result as T;
+      const answer = await change(client);
+      await dbRecordIdempotentResult(client, { ...claim, resultId: answer.balanceId ?? answer.bankrollId ?? null, result: answer });
+      return answer;
+    }),
+  );
 }
 
 /** Where a casino added with only its base URL publishes its token keys. */
@@ -270,11 +307,11 @@ async function upsertAuth(client: Pick<import("pg").Pool, "query">, casinoId: st
   );
 }
 
-async function changeBalance(kind: "credit" | "debit", input: BalanceInput, context: PluginContext) {
+async function changeBalance(kind: "credit" | "debit", input: BalanceInput, context: PluginContext, db: Db) {
   const actor = requireOperator(context);
   const amount = wholeAmount(input.amount);
   return guarded(async () => {
-    const { rows } = await context.superuserPool.query<{ id: string; amount: number }>(
+    const { rows } = await db.query<{ id: string; amount: number }>(
       `select b.id, b.amount from hub.user u,
               lateral hub_hidden.${kind}_balance(u.id, u.casino_id, $2, $3, $4, $5, $6) b
         where u.id = $1`,
@@ -286,11 +323,11 @@ async function changeBalance(kind: "credit" | "debit", input: BalanceInput, cont
   });
 }
 
-async function changeBankroll(sign: 1 | -1, input: BankrollInput, context: PluginContext) {
+async function changeBankroll(sign: 1 | -1, input: BankrollInput, context: PluginContext, db: Db) {
   const actor = requireOperator(context);
   const amount = wholeAmount(input.amount);
   return guarded(async () => {
-    const { rows } = await context.superuserPool.query<{ id: string; amount: number }>(
+    const { rows } = await db.query<{ id: string; amount: number }>(
       "select id, amount from hub_hidden.adjust_bankroll($1, $2, $3, $4, $5)",
       [input.casinoId, input.currencyKey, sign * amount, actor, input.reason],
     );

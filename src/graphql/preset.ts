@@ -12,6 +12,7 @@ import { makePipelinedPgService } from "../db/pipelined-adaptor.js";
 import { makeMaskError } from "./mask-error.js";
 import { ClientInputPlugin } from "./client-input-plugin.js";
 import { ErrorRequestIdPlugin } from "./request-id.js";
+import { CommittedMoneyPlugin } from "./committed.js";
 import { HubGameResultTypesPlugin } from "../fair/game-result-types.js";
 import type { LiveNotifications } from "../live/notifications.js";
 import { OneStatementRoutingPlugin } from "../db/one-statement-executor.js";
@@ -87,6 +88,7 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
       ...(input.pipelinedPg ? [OneStatementRoutingPlugin] : []),
       HubInflectionPlugin,
       ErrorRequestIdPlugin,
+      CommittedMoneyPlugin,
       makeParseAndValidatePlugin({
         firstRules: queryLimitRules(input.limits),
         // Introspection off still lets operators (verified API keys) introspect: the dashboard needs it.

@@ -9,6 +9,7 @@
  * game that commits its transaction itself, a server that died between a
  * bet's commit and its fold) and releases slots idle for 2 s.
  */
+import { sweepIdempotencyKeys } from "./idempotency.js";
 import type pg from "pg";
 
 type Queryable = Pick<pg.ClientBase, "query">;
@@ -79,8 +80,15 @@ export interface BankrollSweep {
 export function startBankrollSweep(pool: Pick<pg.Pool, "query">, onError: (error: unknown) => void, intervalMs = 1000): BankrollSweep {
   let running: Promise<void> = Promise.resolve();
   let stopped = false;
+  let keysSweptAt = 0;
+  const sweepKeys = () => {
+    // Expired idempotency keys answer nothing already (a claim takes them over): deleting them is housekeeping, once a minute.
+    if (Date.now() - keysSweptAt < 60_000) return undefined;
+    keysSweptAt = Date.now();
+    return sweepIdempotencyKeys(pool).then(() => undefined);
+  };
   const sweep = () => {
-    running = running.then(() => (stopped ? undefined : sweepBankrolls(pool).then(() => undefined, onError)));
+    running = running.then(() => (stopped ? undefined : sweepBankrolls(pool).then(sweepKeys).then(() => undefined, onError)));
     return running;
   };
   const first = sweep();

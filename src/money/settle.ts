@@ -12,6 +12,8 @@ import { clientError } from "../graphql/client-error.js";
 import { onCommit } from "../db/pools.js";
 import { MAX_AMOUNT, isWholeAmount } from "./exact.js";
 import { foldBankroll } from "./fold.js";
+import { checkIdempotencyKey, idempotencyKeyReused, playerKeyScope, requestFingerprint } from "./idempotency.js";
+import { noteCommitted } from "./committed.js";
 
 /** The most bytes a bet's metadata may take as JSON text. */
 export const MAX_BET_METADATA_BYTES = 8192;
@@ -41,6 +43,19 @@ export interface SettleBetInput {
   field?: string;
   /** The client's data about the bet, bounded to MAX_BET_METADATA_BYTES of JSON; returned as metadataJson for the game's own row. */
   metadata?: unknown;
+  /**
+   * The client's idempotency key (1 to 255 characters; null or absent: none).
+   * With one, a retry of this player with the same key and request settles
+   * nothing and answers the first bet with `replayed: true`; with another
+   * request it is refused (IDEMPOTENCY_KEY_REUSED). Keys are kept 24 hours.
+   */
+  idempotencyKey?: string | null;
+  /**
+   * What else the client asked for (the game's input besides the wager and
+   * currency, such as the side of a coin): part of the request a replay must
+   * repeat. Never the drawn outcome.
+   */
+  idempotencyRequest?: unknown;
 }
 
 export interface SettledBet {
@@ -51,6 +66,12 @@ export interface SettledBet {
   balance: number;
   /** The metadata as JSON text, or null when none was given. */
   metadataJson: string | null;
+  /**
+   * True when the idempotency key was already used by this request: nothing
+   * was settled now, and betId, net, balance and metadataJson are the first
+   * bet's; answer from the game's row stored under betId, write nothing.
+   */
+  replayed: boolean;
 }
 
 /** What hub_hidden.settle_bet answers instead of settling. */
@@ -145,6 +166,9 @@ export function settleBetArgs(input: SettleBetInput, betId: string | null): unkn
 export async function dbSettleBet(pgClient: Pick<pg.ClientBase, "query">, input: SettleBetInput): Promise<SettledBet> {
   checkSettleAmounts(input);
   const metadataJson = betMetadataJson(input.metadata, label(input));
+  const operation = label(input);
+  const idempotencyKey = checkIdempotencyKey(input.idempotencyKey, operation);
+  if (idempotencyKey !== undefined) return settleOnce(pgClient, input, operation, idempotencyKey, metadataJson);
   const { rows } = await pgClient.query<{ status: "settled" | SettleRefusal; balance: number | null; bet_id: string; pending_bankroll: string | null }>({
     name: "hub-settle-bet-shared",
     text: `select s.status, s.balance, b.id as bet_id, s.pending_bankroll
@@ -156,5 +180,44 @@ export async function dbSettleBet(pgClient: Pick<pg.ClientBase, "query">, input:
   if (row.status !== "settled") throw settleRefusalError(row.status, input, row.balance);
   const bankrollId = row.pending_bankroll;
   if (bankrollId !== null) onCommit(pgClient, () => foldBankroll(pgClient, bankrollId));
-  return { betId: row.bet_id, net: input.payout - input.wager, balance: row.balance!, metadataJson };
+  noteSettled(pgClient, operation, row.bet_id, undefined);
+  return { betId: row.bet_id, net: input.payout - input.wager, balance: row.balance!, metadataJson, replayed: false };
+}
+
+/** Once committed, a failure to answer is OUTCOME_COMMITTED (src/graphql/committed.ts), not a retryable outage. */
+function noteSettled(pgClient: Pick<pg.ClientBase, "query">, operation: string, betId: string, idempotencyKey: string | undefined): void {
+  const note = () => noteCommitted({ operation, ids: { betId }, idempotencyKey });
+  if (!onCommit(pgClient, async () => note())) note();
+}
+
+/**
+ * dbSettleBet with an idempotency key: hub_hidden.settle_bet_once claims the
+ * key before the balance's lock (a replay answers even once the first bet
+ * spent the balance), settles and stores the answer, in one statement.
+ */
+async function settleOnce(pgClient: Pick<pg.ClientBase, "query">, input: SettleBetInput, operation: string, key: string, metadataJson: string | null): Promise<SettledBet> {
+  const net = input.payout - input.wager;
+  const { rows } = await pgClient.query<{ status: "settled" | "replayed" | "key-reused" | SettleRefusal; balance: number | null; bet_id: string; pending_bankroll: string | null; stored: Omit<SettledBet, "replayed"> | null; stored_operation: string }>({
+    name: "hub-settle-bet-once",
+    text: "select status, balance, bet_id, pending_bankroll, stored, stored_operation from hub_hidden.settle_bet_once($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+    values: [playerKeyScope(input.userId), key, operation, requestFingerprint(settleRequestOf(input)), ...settleBetArgs(input, input.betId ?? null), JSON.stringify({ net, metadataJson })],
+  });
+  const row = rows[0]!;
+  if (row.status === "key-reused") throw idempotencyKeyReused(operation, key, operation, row.stored_operation);
+  if (row.status === "replayed") {
+    if (!row.stored) throw new Error(`${operation}: idempotency key ${JSON.stringify(key)} holds no stored answer (claimed with dbClaimIdempotencyKey and never recorded): record answers with dbRecordIdempotentResult`);
+    noteCommitted({ operation, ids: { betId: row.stored.betId }, idempotencyKey: key });
+    return { ...row.stored, replayed: true };
+  }
+  if (row.status !== "settled") throw settleRefusalError(row.status, input, row.balance);
+  const bankrollId = row.pending_bankroll;
+  if (bankrollId !== null) onCommit(pgClient, () => foldBankroll(pgClient, bankrollId));
+  noteSettled(pgClient, operation, row.bet_id, key);
+  return { betId: row.bet_id, net, balance: row.balance!, metadataJson, replayed: false };
+}
+
+/** What a replay of a settlement must repeat: the player's request, never the drawn payout. */
+function settleRequestOf(input: SettleBetInput): unknown {
+  const { casinoId, experienceId, currencyKey, kind, wager, idempotencyRequest } = input;
+  return { casinoId, experienceId, currencyKey, kind, wager, request: idempotencyRequest ?? null };
 }

@@ -9,6 +9,8 @@ import { clientError } from "../graphql/client-error.js";
 import { classifyClientInputError } from "../graphql/mask-error.js";
 import type { Logger } from "../logger.js";
 import { serverOfBuild } from "../server-state.js";
+import { checkIdempotencyKey, dbClaimIdempotencyKey, dbRecordIdempotentResult } from "../money/idempotency.js";
+import { noteCommitted } from "../money/committed.js";
 import * as parse from "../parse.js";
 import { OutcomeUnknownError } from "./connector.js";
 import { connectorForCasino } from "./connectors.js";
@@ -110,6 +112,7 @@ function recordTakeRequestPlan($input: ExecutableStep, runtime: TransferRuntime,
         throw clientError(ErrorCode.TRANSFERS_NOT_CONFIGURED, `hubRecordTakeRequest: casino ${casinoId} has no transfer endpoint, so the hub could not transfer the take request; give it a base URL or a url with hubSetCasinoTransfers.`);
       }
       const { row, created } = await withPgPoolTransaction(pool, (client) => recordTakeRequest(client, casinoId, take, actor, runtime.options.takeRequestTimeoutMs));
+      noteCommitted({ operation: "hubRecordTakeRequest", ids: { takeRequestId: row.id } });
       return { takeRequestId: row.id, created };
     });
     runtime.wake();
@@ -138,6 +141,8 @@ const TRANSFER_TYPE_DEFS = gql`
     currencyKey: String!
     "Whole base units, from 1 to 9007199254740991."
     amount: Float!
+    "Optional, 1 to 255 characters: a retry with the same key and input answers the first withdrawal and debits nothing (kept 24 hours)."
+    idempotencyKey: String
   }
   type HubWithdrawPayload {
     withdrawalRequest: HubWithdrawalRequest
@@ -298,6 +303,7 @@ function refundWithdrawalPlan($input: ExecutableStep, runtime: TransferRuntime, 
       }),
     ).then((result) => {
       if ("refusal" in result) throw clientError(ErrorCode.TRANSFER_REFUND_UNSAFE, result.refusal!);
+      noteCommitted({ operation: "hubRefundWithdrawal", ids: { withdrawalRequestId: result.withdrawalId } });
       return result;
     });
   });
@@ -331,6 +337,7 @@ export const HubTransfersPlugin = extendSchema((build) => {
                 const { rows } = await pool.query("select 1 from hub.casino where id = $1", [casinoId]);
                 if (!rows[0]) throw clientError(ErrorCode.UNKNOWN_CASINO, `No casino has the id ${casinoId}.`);
                 const { deposit: row, created } = await withPgPoolTransaction(pool, (client) => recordDeposit(client, casinoId, transfer, actor));
+                noteCommitted({ operation: "hubRecordDeposit", ids: { depositId: row.id } });
                 return { depositId: row.id, created };
               });
             });
@@ -341,18 +348,26 @@ export const HubTransfersPlugin = extendSchema((build) => {
               if (identity?.kind !== "user") {
                 throw clientError(identity ? ErrorCode.FORBIDDEN : ErrorCode.UNAUTHENTICATED, "Unauthorized: hubWithdraw needs a player's session (Authorization: session:<key>).");
               }
-              const input = raw as { currencyKey: string; amount: number };
+              const input = raw as { currencyKey: string; amount: number; idempotencyKey?: string | null };
               const amount = wholeAmount("amount", input.amount);
+              const { idempotencyKey, ...request } = input;
+              const claim = { userId: identity.session.user_id, idempotencyKey: checkIdempotencyKey(idempotencyKey, "hubWithdraw"), operation: "hubWithdraw", request };
               const { user_id, casino_id, experience_id } = identity.session;
               const endpoint = await transferEndpoint(pool, casino_id);
               if (!endpoint.reachable) {
                 throw clientError(ErrorCode.TRANSFERS_NOT_CONFIGURED, `hubWithdraw: this session's casino (${casino_id}) has no transfer endpoint, so a withdrawal could not be sent; its operator must give it a base URL or a url with hubSetCasinoTransfers.`);
               }
               const requestId = await guarded(log, () =>
-                withPgPoolTransaction(pool, (client) =>
-                  requestWithdrawal(client, { userId: user_id, casinoId: casino_id, experienceId: experience_id, currencyKey: input.currencyKey, amount, actor: `user:${user_id}` }),
-                ),
+                withPgPoolTransaction(pool, async (client) => {
+                  // Claimed before the debit: a retry answers the first withdrawal even once the balance is spent.
+                  const replay = await dbClaimIdempotencyKey(client, claim);
+                  if (replay) return replay.resultId!;
+                  const id = await requestWithdrawal(client, { userId: user_id, casinoId: casino_id, experienceId: experience_id, currencyKey: input.currencyKey, amount, actor: `user:${user_id}` });
+                  await dbRecordIdempotentResult(client, { ...claim, resultId: id, result: { requestId: id } });
+                  return id;
+                }),
               );
+              noteCommitted({ operation: "hubWithdraw", ids: { withdrawalRequestId: requestId }, idempotencyKey: claim.idempotencyKey });
               runtime.wake();
               return { requestId };
             });
