@@ -62,6 +62,7 @@ export const ErrorCodes = {
   // Idempotency keys of money mutations
   IDEMPOTENCY_KEY_REUSED: "The idempotency key was already used by this player (or API key) for another operation or with other input within the last 24 hours: nothing was done.",
   OUTCOME_COMMITTED: "The money mutation committed, but reading its answer back failed (the database went away after the commit): do not repeat it without its idempotency key; extensions name what committed.",
+  OUTCOME_UNKNOWN: "The connection to the database was lost while a money mutation was committing, so whether it took effect is unknown: retry with the same idempotency key to learn which; without one, check the player's bets and balance before sending it again.",
   // Load and faults
   TOO_MANY_REQUESTS: "This player or API key already has its share of requests, superuser connections or hash chain creations in use: slow down (HTTP 429 when refused on arrival or in an Express route).",
   SERVER_BUSY: "Every connection of a hub pool stayed in use for 10 s: Postgres is up, the server is saturated; retry.",

@@ -195,6 +195,54 @@ t.test("a committed bet whose read-back fails is OUTCOME_COMMITTED; the retry wi
   t.equal(await betCount(p), 2);
 });
 
+t.test("a bet whose settlement loses its connection in flight is OUTCOME_UNKNOWN, never DATABASE_UNAVAILABLE; the retry with its key bets once", async (t) => {
+  const p = await player();
+  // The settlement statement's own backend dies while it runs (a trigger on its insert): the hub cannot
+  // know whether it committed, as when Postgres stops with the statement in flight.
+  await db.query(`create function public.hub_test_kill_row() returns trigger language plpgsql as $$
+    begin perform public.hub_test_kill(); return new; end $$`);
+  t.teardown(() => db.query("drop function if exists public.hub_test_kill_row() cascade"));
+  const kill = () => db.query(`create trigger hub_test_kill after insert on hub.outcome_bet for each row when (new.user_id = '${p.userId}') execute function public.hub_test_kill_row()`);
+  const spare = () => db.query("drop trigger hub_test_kill on hub.outcome_bet");
+  await kill();
+  const key = randomUUID();
+  const lost = await errorOf(p.a.request(BET, { input: betInput(p, key) }));
+  const bare = await errorOf(p.a.request(BET, { input: betInput(p) }));
+  await spare();
+  t.equal(lost.extensions?.code, "OUTCOME_UNKNOWN", lost.message);
+  t.equal(lost.extensions?.idempotencyKey, key);
+  t.equal(lost.extensions?.cause, "DATABASE_UNAVAILABLE");
+  t.match(lost.message, /same idempotency key/);
+  t.equal(bare.extensions?.code, "OUTCOME_UNKNOWN", "without a key too");
+  t.notOk("idempotencyKey" in (bare.extensions ?? {}));
+  t.equal(await betCount(p), 0, "the killed statements rolled back");
+  const retried = betOf(await p.b.request(BET, { input: betInput(p, key) }));
+  t.equal(await betCount(p), 1, "the retry with the key bet once");
+  t.equal(betOf(await p.a.request(BET, { input: betInput(p, key) })).id, retried.id, "and answers that bet again");
+});
+
+t.test("a game whose COMMIT loses its connection (dbSettleBet in withPgPoolTransaction) is OUTCOME_UNKNOWN", async (t) => {
+  const p = await player();
+  // A deferred constraint trigger runs at COMMIT: the backend dies while committing.
+  await db.query(`create function public.hub_test_kill_at_commit() returns trigger language plpgsql as $$
+    begin perform public.hub_test_kill(); return null; end $$`);
+  t.teardown(() => db.query("drop function if exists public.hub_test_kill_at_commit() cascade"));
+  await db.query(`create constraint trigger hub_test_kill after insert on app.coinflip_bet deferrable initially deferred
+    for each row when (new.user_id = '${p.userId}') execute function public.hub_test_kill_at_commit()`);
+  const key = randomUUID();
+  const input = { wager: 10, currency: "BTC", side: "HEADS", idempotencyKey: key };
+  const lost = await errorOf(p.a.request(FLIP, { input }));
+  await db.query("drop trigger hub_test_kill on app.coinflip_bet");
+  t.equal(lost.extensions?.code, "OUTCOME_UNKNOWN", lost.message);
+  t.equal(lost.extensions?.operation, "makeCoinflipBet");
+  const count = async () => Number((await db.query("select count(*) from app.coinflip_bet where user_id = $1", [p.userId])).rows[0].count);
+  t.equal(await count(), 0, "the commit did not happen");
+  t.equal(await balanceOf(p), BALANCE, "nothing moved");
+  await p.b.request(FLIP, { input });
+  await p.a.request(FLIP, { input });
+  t.equal(await count(), 1, "the retries with the key bet once");
+});
+
 const FLIP = `mutation($input: MakeCoinflipBetInput!) { makeCoinflipBet(input: $input) { bet { id net } outcome balance } }`;
 
 t.test("makeCoinflipBet (dbSettleBet's idempotencyKey): a replay answers the first bet, even once the balance is spent", async (t) => {

@@ -61,6 +61,46 @@ export function connectionLoss(error: unknown, depth = 0): Error | undefined {
   return undefined;
 }
 
+/**
+ * Losses that happen before a statement reaches Postgres (nothing listens, the
+ * server is starting, the pool could not connect in time, a client already
+ * known dead): nothing it would have done can have committed.
+ */
+const BEFORE_SENDING_CODES = new Set(["ECONNREFUSED", "57P03"]);
+const BEFORE_SENDING_MESSAGES = new Set([
+  "Connection terminated due to connection timeout",
+  "Client has encountered a connection error and is not queryable",
+  "Client was closed and is not queryable",
+]);
+
+/**
+ * The connection was lost while a statement was in flight: if that statement
+ * commits (a COMMIT, or a statement run as its own transaction), Postgres may
+ * have committed it and the answer is what was lost.
+ */
+export function lostInFlight(error: unknown): boolean {
+  const lost = connectionLoss(error);
+  if (!lost) return false;
+  return !BEFORE_SENDING_CODES.has(codeOf(lost)) && !BEFORE_SENDING_MESSAGES.has(lost.message);
+}
+
+/**
+ * A COMMIT whose answer was lost with the connection: the transaction may
+ * have committed. withPgClientTransaction throws it; the GraphQL mask answers
+ * OUTCOME_UNKNOWN for it, never a code that says "retry".
+ */
+export class CommitInDoubtError extends Error {
+  constructor(cause: unknown) {
+    super("The connection to the database was lost while the transaction was committing; whether it committed is unknown.", { cause });
+    this.name = "CommitInDoubtError";
+  }
+}
+
+export const isCommitInDoubt = (error: unknown): boolean => {
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 6; e = (e as Coded).cause, depth++) if (e instanceof CommitInDoubtError) return true;
+  return false;
+};
+
 /** The connection was lost, or Postgres refuses new ones (too_many_connections). */
 export const isDatabaseUnavailable = (error: unknown): boolean => codeOf(error) === "53300" || connectionLoss(error) !== undefined;
 

@@ -4,7 +4,7 @@ import type { Logger } from "../logger.js";
 import { connectFailed } from "./connection-errors.js";
 import { DEFAULT_POOL_SIZES } from "./connection-budget.js";
 import { forwardingProxy } from "../forwarding-proxy.js";
-import { codePoolSaturation } from "./error-class.js";
+import { codePoolSaturation, CommitInDoubtError, lostInFlight } from "./error-class.js";
 import { currentServer } from "../server-state.js";
 
 export interface HubPools {
@@ -147,7 +147,9 @@ export async function withPgClientTransaction<T, C extends pg.ClientBase = pg.Po
   try {
     await pgClient.query("begin");
     const result = await fn(pgClient);
-    await pgClient.query("commit");
+    await pgClient.query("commit").catch((error: unknown) => {
+      throw lostInFlight(error) ? new CommitInDoubtError(error) : error;
+    });
     const hooks = afterCommit.get(pgClient);
     afterCommit.delete(pgClient);
     for (const hook of hooks ?? []) await hook();

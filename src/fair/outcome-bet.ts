@@ -19,7 +19,8 @@ import { settleOne, type SettleGroups, type SettleOutcomeArgs, type SettleRow } 
 import { readBetState, type BetState, type BetStateKey } from "./bet-state.js";
 import { betMetadataJson, settleBetArgs, settleRefusalError, type SettleBetInput, type SettleRefusal } from "../money/settle.js";
 import { checkIdempotencyKey, playerKeyScope, readIdempotentReplay, requestFingerprint, idempotencyKeyReused } from "../money/idempotency.js";
-import { noteCommitted } from "../money/committed.js";
+import { noteCommitted, outcomeUnknownMessage } from "../money/committed.js";
+import { lostInFlight } from "../db/error-class.js";
 
 export interface OutcomeBetConfig {
   /** The least edge the house keeps: the outcomes' weighted mean profit must be at most -houseEdge. From 0 to below 1. */
@@ -276,7 +277,10 @@ export async function makeOutcomeBet(
   };
   const play = async () => {
     // A retry of a committed bet answers it before any hash is read or drawn.
-    const result = (plan.idempotency && (await storedAnswer(pool, player, plan))) || (await settleOutcomeBet(pool, player, input, config, plan, grouped, chains));
+    const result = (plan.idempotency && (await storedAnswer(pool, player, plan))) || (await settleOutcomeBet(pool, player, input, config, plan, grouped, chains).catch((error: unknown) => {
+      // Its settlement runs as its own transaction: a connection lost while it was in flight may have lost a commit's answer.
+      throw lostInFlight(error) ? outcomeUnknown(plan.idempotency?.key) : error;
+    }));
     if (result.__typename === "HubMakeOutcomeBetSuccess") noteCommitted({ operation: OPERATION, ids: { betId: result.betId }, idempotencyKey: plan.idempotency?.key });
     return result;
   };
@@ -322,5 +326,14 @@ async function settleOutcomeBet(
       await pgClient.query("delete from hub_hidden.idempotency_key where scope = $1 and key = $2", [playerKeyScope(player.userId), plan.idempotency!.key]);
     }
     return result;
+  });
+}
+
+/** OUTCOME_UNKNOWN for a bet whose settlement lost its connection in flight. */
+function outcomeUnknown(idempotencyKey: string | undefined) {
+  return clientError(ErrorCode.OUTCOME_UNKNOWN, outcomeUnknownMessage(OPERATION, idempotencyKey), {
+    cause: ErrorCode.DATABASE_UNAVAILABLE,
+    operation: OPERATION,
+    ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
   });
 }

@@ -14,11 +14,11 @@ import { isSafeError } from "grafast";
 import { randomBytes } from "node:crypto";
 import type { Logger } from "../logger.js";
 import { ErrorCode } from "../errors.js";
-import { classifyClientInputError, classifyDatabaseError } from "../db/error-class.js";
+import { classifyClientInputError, classifyDatabaseError, isCommitInDoubt } from "../db/error-class.js";
 import { requestIdOf } from "./request-id.js";
 import { rebuildGraphQLError } from "./request-errors.js";
 import { committedOf } from "./committed.js";
-import type { CommittedMoney } from "../money/committed.js";
+import { outcomeUnknownMessage, type CommittedMoney } from "../money/committed.js";
 
 // Where the transfers' mutations have always imported it from.
 export { classifyClientInputError } from "../db/error-class.js";
@@ -39,6 +39,7 @@ export function makeMaskError(log: Logger) {
     const reqId = requestIdOf(error);
     const commits = committedOf(error);
     if (commits) return maskAfterCommit(error, original, commits, log, reqId);
+    if (isCommitInDoubt(original)) return maskCommitInDoubt(error, original, log, reqId);
     const refused = maskClientInputError(error, original, log, reqId);
     if (refused) return refused;
     const errorId = randomBytes(6).toString("hex");
@@ -94,3 +95,19 @@ function maskAfterCommit(error: GraphQLError, original: unknown, commits: readon
     },
   });
 }
+
+/**
+ * A COMMIT whose answer the lost connection took with it: the mutation may or
+ * may not have taken effect, so it is OUTCOME_UNKNOWN, never a code that says
+ * "retry" (a retry without an idempotency key could move money twice).
+ */
+function maskCommitInDoubt(error: GraphQLError, original: unknown, log: Logger, reqId: string | undefined): GraphQLError {
+  const errorId = randomBytes(6).toString("hex");
+  const operation = typeof error.path?.[0] === "string" ? error.path[0] : "the mutation";
+  log.warn({ errorId, reqId, err: original, path: error.path }, "the connection was lost while a transaction was committing: its outcome is unknown");
+  return rebuildGraphQLError(error, {
+    message: outcomeUnknownMessage(operation, undefined),
+    extensions: { errorId, code: ErrorCode.OUTCOME_UNKNOWN, cause: ErrorCode.DATABASE_UNAVAILABLE, operation },
+  });
+}
+

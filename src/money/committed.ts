@@ -28,3 +28,11 @@ export function runNotingCommits<T>(commits: CommittedMoney[], fn: () => T): T {
 export function noteCommitted(note: CommittedMoney): void {
   store.getStore()?.push(note);
 }
+
+/** What OUTCOME_UNKNOWN tells the client to do, with or without the key it sent. */
+export function outcomeUnknownMessage(operation: string, idempotencyKey: string | undefined): string {
+  const retry = idempotencyKey !== undefined
+    ? `retry with the same idempotency key (${JSON.stringify(idempotencyKey)}): it answers what committed, or does it once`
+    : "if you sent an idempotencyKey, retry with it; otherwise check the player's bets and balance before sending it again (it could move money twice)";
+  return `${operation}: the connection to the database was lost while it was committing, so whether it took effect is unknown; ${retry}.`;
+}
