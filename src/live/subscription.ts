@@ -64,3 +64,68 @@ export class TopicSubscription implements Subscriber, AsyncIterableIterator<unkn
   }
 }
 
+
+const cursorOfEvent = (event: unknown): string => String((event as { cursor?: unknown } | null)?.cursor ?? "");
+
+/**
+ * A subscription resumed after a cursor: the live topic is subscribed first
+ * (its events wait in its queue), then what the log holds after the cursor is
+ * delivered, then the live events past the last one replayed. Cursors are
+ * fixed-width, so comparing them as strings drops exactly the duplicates.
+ */
+export class ResumingSubscription implements AsyncIterableIterator<unknown> {
+  private pending: unknown[] | undefined;
+  private failure: unknown;
+  private readonly loaded: Promise<void>;
+  private last: string;
+
+  constructor(
+    private readonly live: TopicSubscription,
+    after: string,
+    load: () => Promise<unknown[]>,
+  ) {
+    this.last = after;
+    this.loaded = load().then(
+      (events) => {
+        this.pending = events;
+        if (events.length > 0) this.last = cursorOfEvent(events[events.length - 1]);
+      },
+      (error: unknown) => {
+        this.failure = error;
+      },
+    );
+  }
+
+  async next(): Promise<IteratorResult<unknown>> {
+    await this.loaded;
+    if (this.failure !== undefined) {
+      const failure = this.failure;
+      this.failure = undefined;
+      this.live.end();
+      throw failure;
+    }
+    const pending = this.pending;
+    if (pending !== undefined && pending.length > 0) return { value: pending.shift(), done: false };
+    for (;;) {
+      const result = await this.live.next();
+      if (result.done) return result;
+      const cursor = cursorOfEvent(result.value);
+      if (cursor > this.last) {
+        this.last = cursor;
+        return result;
+      }
+    }
+  }
+
+  return(): Promise<IteratorResult<unknown>> {
+    return this.live.return();
+  }
+
+  throw(error?: unknown): Promise<IteratorResult<unknown>> {
+    return this.live.throw(error);
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+}
