@@ -132,10 +132,16 @@ class Serial {
 const READ_PAGE = 1000;
 // Ordered by the column, not the text of the same name.
 const READ = "select l.seq::text, l.channel, l.user_id, l.casino_id, l.experience_id, l.payload from hub_hidden.live_alert l where l.seq > $1 order by l.seq limit $2";
+/**
+ * Sequencer passes start at most this often on one instance: under load one
+ * pass numbers the alerts of many commits (each pass is a transaction), at
+ * the price of this much latency at most; an idle hub sequences at once.
+ */
+const SEQUENCE_GAP_MS = 10;
 
 /**
  * One instance's side of the log: it sequences when told of pending alerts
- * (and every SEQUENCE_EVERY_MS, in case a wake-up was lost), and delivers the
+ * (and every so often, in case a wake-up was lost), and delivers the
  * sequenced rows it has not delivered yet, in order.
  */
 export class AlertLog {
@@ -143,10 +149,15 @@ export class AlertLog {
   private last = -1;
   private readonly reader = new Serial(() => this.readPass());
   private readonly sequencer = new Serial(() => this.sequencePass());
+  private passAt = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private closed = false;
 
   constructor(
     private readonly query: Query,
     private readonly deliver: (row: LogRow) => void,
+    /** Whether anyone listens: without subscribers, rows are skipped rather than read. */
+    private readonly listened: () => boolean,
     private readonly log: Logger,
   ) {}
 
@@ -159,7 +170,7 @@ export class AlertLog {
   async start(client: pg.Client): Promise<void> {
     const { rows } = await client.query<{ last_seq: string }>("select last_seq::text from hub_hidden.live_alert_counter");
     this.last = Number(rows[0]!.last_seq);
-    void this.sequence();
+    this.sequence();
   }
 
   /** After a LISTEN gap. Answers whether alerts were pruned before this instance read them (they are lost). */
@@ -169,25 +180,55 @@ export class AlertLog {
     const lost = pruned > this.last;
     if (lost) this.last = pruned;
     await this.read();
-    void this.sequence();
+    this.sequence();
     return lost;
   }
 
+  /** Alerts up to `payload` are sequenced. */
   onSequenced(payload: string): void {
-    if (this.last >= 0 && !(Number(payload) <= this.last)) void this.read();
+    this.upTo(Number(payload));
   }
 
-  sequence(): Promise<void> {
-    return this.sequencer.run().catch((error: unknown) => this.log.warn({ err: error }, "live alerts: the sequencer pass failed; the next one retries"));
+  /** A pass of the sequencer now, or once SEQUENCE_GAP_MS has passed since the last one began. */
+  sequence(): void {
+    if (this.closed || this.timer) return;
+    const wait = this.passAt + SEQUENCE_GAP_MS - Date.now();
+    if (wait <= 0) return void this.runSequencer();
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      if (!this.closed) void this.runSequencer();
+    }, wait);
   }
 
-  read(): Promise<void> {
-    return this.reader.run().catch((error: unknown) => this.log.warn({ err: error }, "live alerts: reading sequenced alerts failed; the next notification retries"));
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.timer);
+  }
+
+  private runSequencer(): Promise<void> {
+    return this.sequencer.run().catch((error: unknown) => {
+      if (!this.closed) this.log.warn({ err: error }, "live alerts: the sequencer pass failed; the next one retries");
+    });
+  }
+
+  private read(): Promise<void> {
+    return this.reader.run().catch((error: unknown) => {
+      if (!this.closed) this.log.warn({ err: error }, "live alerts: reading sequenced alerts failed; the next notification retries");
+    });
+  }
+
+  /** What to do once alerts up to `seq` are known to be sequenced. */
+  private upTo(seq: number): Promise<void> | undefined {
+    if (this.last < 0 || !(seq > this.last)) return undefined;
+    // Nobody to deliver to: what is sequenced now was before any later subscriber (an `after` replays it).
+    if (!this.listened()) return void (this.last = seq);
+    return this.read();
   }
 
   private async sequencePass(): Promise<void> {
+    this.passAt = Date.now();
     const { rows } = await this.query<{ last: string }>("select hub_hidden.live_alert_sequence()::text as last");
-    if (this.last >= 0 && Number(rows[0]!.last) > this.last) await this.read();
+    await this.upTo(Number(rows[0]!.last));
   }
 
   private async readPass(): Promise<void> {
@@ -195,6 +236,8 @@ export class AlertLog {
     for (;;) {
       const { rows } = await this.query<LogRow>(READ, [this.last, READ_PAGE]);
       for (const row of rows) {
+        // Skipped meanwhile (no subscribers): never deliver behind the mark.
+        if (Number(row.seq) <= this.last) continue;
         this.last = Number(row.seq);
         this.deliver(row);
       }

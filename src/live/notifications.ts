@@ -121,7 +121,7 @@ export function createLiveNotifications(url: string, log: Logger, options: { int
   const topics = new Topics();
   const internal = new Map((options.internal ?? []).map((c) => [c.channel, c]));
   const query: LiveQuery = (sql, params) => connection.query(sql, params);
-  const alerts = new AlertLog(query, (row) => routeLogRow(row, topics.publish, topics.chat), log);
+  const alerts = new AlertLog(query, (row) => routeLogRow(row, topics.publish, topics.chat), () => topics.count > 0, log);
   const onNotification = notificationHandler(topics, internal, alerts, log);
 
   const connection = openListenConnection({
@@ -142,7 +142,7 @@ export function createLiveNotifications(url: string, log: Logger, options: { int
     },
   });
   // A safety net for a lost wake-up: pending alerts are sequenced within this time anyway.
-  const sweep = setInterval(() => void alerts.sequence(), SEQUENCE_EVERY_MS);
+  const sweep = setInterval(() => alerts.sequence(), SEQUENCE_EVERY_MS);
   sweep.unref();
 
   const released = (sub: TopicSubscription) => topics.remove(sub);
@@ -170,6 +170,7 @@ export function createLiveNotifications(url: string, log: Logger, options: { int
     },
     async close() {
       clearInterval(sweep);
+      alerts.close();
       topics.endAll();
       await connection.close();
     },
@@ -191,7 +192,7 @@ const fieldOf = (topic: string) => FIELD_OF_CHANNEL[topic.split(":")[0]!] ?? top
 function notificationHandler(topics: Topics, internal: Map<string, InternalChannel>, alerts: AlertLog, log: Logger) {
   return (msg: pg.Notification) => {
     const { channel, payload = "" } = msg;
-    if (channel === LOG_CHANNEL.pending) return void alerts.sequence();
+    if (channel === LOG_CHANNEL.pending) return alerts.sequence();
     if (channel === LOG_CHANNEL.sequenced) return alerts.onSequenced(payload);
     // An internal channel is also a plugin's to subscribe to, as any channel.
     internal.get(channel)?.onNotify(payload);

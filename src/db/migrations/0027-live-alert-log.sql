@@ -3,8 +3,11 @@
 -- committed, so that every hub instance delivers the alerts of a topic in
 -- one order and a client can resume after the last cursor it saw.
 
+-- Lean on purpose, as every bet writes here: no primary key (the sequencer
+-- finds rows by ctid), one index on seq (which also finds the rows not
+-- sequenced yet: btree indexes nulls).
 create table hub_hidden.live_alert (
-  id bigint generated always as identity primary key,
+  id bigint generated always as identity,
   -- null until sequenced; then the alert's place in the order every instance delivers
   seq bigint,
   channel text not null check (channel in ('balance', 'bet', 'put', 'chat')),
@@ -17,10 +20,9 @@ create table hub_hidden.live_alert (
   created_at timestamptz not null default now(),
   sequenced_at timestamptz
 );
-create index live_alert_unsequenced on hub_hidden.live_alert (id) where seq is null;
 create unique index live_alert_seq on hub_hidden.live_alert (seq);
 create unique index live_alert_balance_once on hub_hidden.live_alert (tx, user_id, casino_id, experience_id, (payload->>'currencyKey'))
-  where channel = 'balance';
+  where channel = 'balance' and seq is null;
 alter table hub_hidden.live_alert enable row level security;
 
 create table hub_hidden.live_alert_counter (
@@ -45,7 +47,7 @@ begin
   if new.account <> 'player' then return null; end if;
   insert into hub_hidden.live_alert (channel, user_id, casino_id, experience_id, payload)
     values ('balance', new.user_id, new.casino_id, new.experience_id, jsonb_build_object('currencyKey', new.currency_key))
-    on conflict (tx, user_id, casino_id, experience_id, (payload->>'currencyKey')) where channel = 'balance' do nothing;
+    on conflict (tx, user_id, casino_id, experience_id, (payload->>'currencyKey')) where channel = 'balance' and seq is null do nothing;
   if new.bet_id is not null then
     insert into hub_hidden.live_alert (channel, user_id, casino_id, experience_id, payload)
       values ('bet', new.user_id, new.casino_id, new.experience_id, jsonb_build_object(
@@ -119,14 +121,18 @@ declare
   v_now timestamptz;
   v_prune_to bigint;
 begin
+  -- Nothing committed to number (every instance is woken by each commit): no lock taken.
+  if not exists (select from hub_hidden.live_alert where seq is null) then
+    return (select last_seq from hub_hidden.live_alert_counter);
+  end if;
   select last_seq, pruned_through into v_last, v_pruned from hub_hidden.live_alert_counter where id for update;
   -- After the lock: sequenced_at grows with seq.
   v_now := clock_timestamp();
   with pending as (
-    select id, row_number() over (order by id) as n from hub_hidden.live_alert where seq is null
+    select ctid as row_at, row_number() over (order by id) as n from hub_hidden.live_alert where seq is null
   )
   update hub_hidden.live_alert a set seq = v_last + p.n, sequenced_at = v_now
-    from pending p where a.id = p.id;
+    from pending p where a.ctid = p.row_at;
   get diagnostics v_count = row_count;
   if v_count = 0 then return v_last; end if;
   update hub_hidden.live_alert_counter set last_seq = v_last + v_count where id;
