@@ -175,6 +175,23 @@ t.test("cursors and resuming with after, across two instances", async (t) => {
     t.same(alerts(subs.chat, "chat").map((x) => x.chatMessage.body), ["elsewhere-1", "elsewhere-2"], "only the messages of the subscriber's experience");
   });
 
+  t.test("hubChatAlert's replay leaves out a message hidden since", async (t) => {
+    const c = wsClient(a.url, auth.chat);
+    t.teardown(() => c.dispose());
+    const opening = feed(c, Q.chat, {});
+    await live(opening, () => chatMessage(a, alice, "opening"));
+    const from = alerts(opening, "chat").at(-1)!.cursor as string;
+    opening.stop();
+    const hidden = await chatMessage(a, alice, "to be hidden");
+    await a.dbPool.query("update hub.chat_message set hidden_at = now() where id = $1", [hidden]);
+    await chatMessage(a, alice, "kept");
+    const resumed = feed(c, Q.chat, { after: from });
+    await resumed.waitFor(1);
+    await chatMessage(a, alice, "live");
+    await resumed.waitFor(2);
+    t.same(alerts(resumed, "chat").map((x) => x.chatMessage.body), ["kept", "live"]);
+  });
+
   t.test("malformed and unknown cursors are BAD_USER_INPUT; pruned ones LIVE_CURSOR_EXPIRED", async (t) => {
     const c = wsClient(a.url, auth.balance);
     t.teardown(() => c.dispose());
@@ -232,6 +249,26 @@ t.test("pruning: the log keeps an hour's alerts and the last 10,000; a cursor be
   await move(server, p, 1);
   await kept.waitFor(1);
   t.same(kept.errors, [], "the oldest cursor still in the window resumes");
+
+  // A replay longer than one page of the log (2,000 rows) comes whole, in order, then the live alerts.
+  const op = await server.authenticateOperator();
+  const o = wsClient(server.url, { authorization: `apikey:${op.apiKey}` });
+  t.teardown(() => o.dispose());
+  const from = await seq();
+  await db.query(
+    `insert into hub_hidden.live_alert (channel, user_id, casino_id, experience_id, payload)
+     select 'bet', $1, $2, $3, jsonb_build_object('betId', gen_random_uuid(), 'userId', $1::uuid, 'amountDelta', -i) from generate_series(1, 4500) i`,
+    [p.userId, p.casinoId, p.experienceId],
+  );
+  await seq();
+  const long = feed(o, Q.bet, { after: cursor(from), u: p.userId });
+  await long.waitFor(4500, 60_000);
+  const liveBet = randomUUID();
+  await move(server, p, -1, liveBet);
+  await long.waitFor(4501, 60_000);
+  const got = alerts(long, "bet");
+  t.same(got.slice(0, 4500).map((x) => x.amountDelta), Array.from({ length: 4500 }, (_, i) => -(i + 1)), "the 4,500 logged bets, in order, each once");
+  t.equal(got[4500]!.betId, liveBet, "then the live one");
 });
 
 t.test("concurrent bettors while a subscriber keeps reconnecting with after, to either instance: every bet alert once", async (t) => {

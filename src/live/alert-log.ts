@@ -73,32 +73,31 @@ const REPLAY_PAGE = 2000;
 
 type Query = <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => Promise<pg.QueryResult<R>>;
 
+/** A page of a replay: its events in order, and whether more may follow. */
+export interface ReplayPage {
+  events: Record<string, unknown>[];
+  more: boolean;
+}
+
 /**
- * The events of a core topic after sequence number `after`, in order.
- * LIVE_CURSOR_EXPIRED when some were pruned; BAD_USER_INPUT for a cursor
- * never given.
+ * A page of the events of a core topic after sequence number `from`, in
+ * order. LIVE_CURSOR_EXPIRED when some were pruned; BAD_USER_INPUT for a
+ * cursor never given.
  */
-export async function replay(query: Query, topic: string, after: number, field: string): Promise<Record<string, unknown>[]> {
-  const filter = topicFilter(topic);
-  const events: Record<string, unknown>[] = [];
-  let from = after;
-  for (;;) {
-    const { rows } = await query<LogRow & { pruned_through: string; last_seq: string }>(REPLAY, [from, ...filter, REPLAY_PAGE]);
-    const head = rows[0]!;
-    if (Number(head.pruned_through) > from) {
-      throw clientError(
-        ErrorCode.LIVE_CURSOR_EXPIRED,
-        `${field}: the alerts after cursor ${cursorOf(after)} are no longer kept (the hub keeps at least an hour's and the last 10,000): refetch the state, then subscribe without after.`,
-      );
-    }
-    if (Number(head.last_seq) < after) {
-      throw clientError(ErrorCode.BAD_USER_INPUT, `${field}: no alert has been given cursor ${cursorOf(after)} yet; after must be a cursor received from this hub's database.`);
-    }
-    const found = rows.filter((r) => r.seq !== null);
-    for (const row of found) events.push(eventOf(row));
-    if (found.length < REPLAY_PAGE) return events;
-    from = Number(found[found.length - 1]!.seq);
+export async function replayPage(query: Query, topic: string, from: number, field: string): Promise<ReplayPage> {
+  const { rows } = await query<LogRow & { pruned_through: string; last_seq: string }>(REPLAY, [from, ...topicFilter(topic), REPLAY_PAGE]);
+  const head = rows[0]!;
+  if (Number(head.pruned_through) > from) {
+    throw clientError(
+      ErrorCode.LIVE_CURSOR_EXPIRED,
+      `${field}: the alerts after cursor ${cursorOf(from)} are no longer kept (the hub keeps at least an hour's and the last 10,000): refetch the state, then subscribe without after.`,
+    );
   }
+  if (Number(head.last_seq) < from) {
+    throw clientError(ErrorCode.BAD_USER_INPUT, `${field}: no alert has been given cursor ${cursorOf(from)} yet; after must be a cursor received from this hub's database.`);
+  }
+  const found = rows.filter((r) => r.seq !== null);
+  return { events: found.map(eventOf), more: found.length === REPLAY_PAGE };
 }
 
 /**

@@ -1,7 +1,7 @@
 import type pg from "pg";
 import type { Logger } from "../logger.js";
 import { HubError } from "../errors.js";
-import { AlertLog, LOG_CHANNEL, parseCursor, replay, routeLogRow } from "./alert-log.js";
+import { AlertLog, LOG_CHANNEL, parseCursor, replayPage, routeLogRow } from "./alert-log.js";
 import { ChatRooms, CORE_CHANNELS, isCoreTopic, LIVE_CHANNEL as LIVE_CHANNEL_NAMES, reannounceBalances, routeCoreAlert } from "./core-alerts.js";
 import { openListenConnection } from "./listen-connection.js";
 import { ResumingSubscription, TopicSubscription, type Subscriber } from "./subscription.js";
@@ -161,12 +161,13 @@ export function createLiveNotifications(url: string, log: Logger, options: { int
       if (!isCore) {
         checkChannelTopic(topic);
         if (topics.channelAdded(topic) && !internal.has(topic)) connection.listen(topic);
+        return topics.add(topic, releasedChannel);
       }
-      const live = topics.add(base, isCore ? released : releasedChannel);
-      if (!isCore || at < 0) return live;
+      if (at < 0) return topics.add(topic, released);
+      const field = fieldOf(base);
       const cursor = topic.slice(at + 1);
-      const after = parseCursor(cursor, base.split(":")[0]!);
-      return new ResumingSubscription(live, cursor, () => replay(query, base, after ?? 0, fieldOf(base)));
+      parseCursor(cursor, field);
+      return new ResumingSubscription(topics.add(base, released), cursor, (from) => replayPage(query, base, parseCursor(from, field) ?? 0, field));
     },
     async close() {
       clearInterval(sweep);
@@ -177,7 +178,7 @@ export function createLiveNotifications(url: string, log: Logger, options: { int
   };
 }
 
-type LiveQuery = Parameters<typeof replay>[0];
+type LiveQuery = Parameters<typeof replayPage>[0];
 
 const SEQUENCE_EVERY_MS = 1500;
 

@@ -67,45 +67,43 @@ export class TopicSubscription implements Subscriber, AsyncIterableIterator<unkn
 
 const cursorOfEvent = (event: unknown): string => String((event as { cursor?: unknown } | null)?.cursor ?? "");
 
+/** Loads the events after a cursor, a page at a time. */
+export type LoadPage = (after: string) => Promise<{ events: unknown[]; more: boolean }>;
+
 /**
  * A subscription resumed after a cursor: the live topic is subscribed first
  * (its events wait in its queue), then what the log holds after the cursor is
- * delivered, then the live events past the last one replayed. Cursors are
- * fixed-width, so comparing them as strings drops exactly the duplicates.
+ * delivered, a page at a time, then the live events past the last one
+ * replayed. Cursors are fixed-width, so comparing them as strings drops
+ * exactly the duplicates.
  */
 export class ResumingSubscription implements AsyncIterableIterator<unknown> {
-  private pending: unknown[] | undefined;
-  private failure: unknown;
-  private readonly loaded: Promise<void>;
+  private pending: unknown[] = [];
+  private more = true;
   private last: string;
 
   constructor(
     private readonly live: TopicSubscription,
     after: string,
-    load: () => Promise<unknown[]>,
+    private readonly load: LoadPage,
   ) {
     this.last = after;
-    this.loaded = load().then(
-      (events) => {
-        this.pending = events;
-        if (events.length > 0) this.last = cursorOfEvent(events[events.length - 1]);
-      },
-      (error: unknown) => {
-        this.failure = error;
-      },
-    );
   }
 
   async next(): Promise<IteratorResult<unknown>> {
-    await this.loaded;
-    if (this.failure !== undefined) {
-      const failure = this.failure;
-      this.failure = undefined;
-      this.live.end();
-      throw failure;
+    while (this.pending.length === 0 && this.more) {
+      try {
+        const page = await this.load(this.last);
+        this.pending = page.events;
+        this.more = page.more;
+      } catch (error) {
+        this.more = false;
+        this.live.end();
+        throw error;
+      }
+      if (this.pending.length > 0) this.last = cursorOfEvent(this.pending[this.pending.length - 1]);
     }
-    const pending = this.pending;
-    if (pending !== undefined && pending.length > 0) return { value: pending.shift(), done: false };
+    if (this.pending.length > 0) return { value: this.pending.shift(), done: false };
     for (;;) {
       const result = await this.live.next();
       if (result.done) return result;
@@ -118,10 +116,14 @@ export class ResumingSubscription implements AsyncIterableIterator<unknown> {
   }
 
   return(): Promise<IteratorResult<unknown>> {
+    this.more = false;
+    this.pending = [];
     return this.live.return();
   }
 
   throw(error?: unknown): Promise<IteratorResult<unknown>> {
+    this.more = false;
+    this.pending = [];
     return this.live.throw(error);
   }
 
