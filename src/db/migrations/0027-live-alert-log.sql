@@ -24,6 +24,8 @@ create unique index live_alert_seq on hub_hidden.live_alert (seq);
 create unique index live_alert_balance_once on hub_hidden.live_alert (tx, user_id, casino_id, experience_id, (payload->>'currencyKey'))
   where channel = 'balance' and seq is null;
 alter table hub_hidden.live_alert enable row level security;
+-- No key: a logical-replication publication of all tables must still accept the sequencer's updates.
+alter table hub_hidden.live_alert replica identity full;
 
 create table hub_hidden.live_alert_counter (
   id boolean primary key default true check (id),
