@@ -174,13 +174,13 @@ export class AlertLog {
 
   /** After a LISTEN gap. Answers whether alerts were pruned before this instance read them (they are lost). */
   async resume(client: pg.Client): Promise<boolean> {
-    const { rows } = await client.query<{ pruned_through: string }>("select pruned_through::text from hub_hidden.live_alert_counter");
+    const { rows } = await client.query<{ pruned_through: string; last_seq: string }>("select pruned_through::text, last_seq::text from hub_hidden.live_alert_counter");
     const pruned = Number(rows[0]!.pruned_through);
     const lost = pruned > this.last;
     if (lost) this.last = pruned;
-    await this.read();
+    await this.upTo(Number(rows[0]!.last_seq));
     this.sequence();
-    return lost;
+    return lost && this.listened();
   }
 
   /** Alerts up to `payload` are sequenced. */
