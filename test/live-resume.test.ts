@@ -365,3 +365,44 @@ t.test("the LISTEN connection lost and back: bet, balance and put alerts committ
     t.same(alerts(f, kind).map((x) => x.cursor), expected, `${FIELD[kind]}: exactly the log's alerts since the first one received`);
   }
 });
+
+t.test("an instance stops (1001) mid-stream: the client resumes on another with after, nothing lost", async (t) => {
+  const a = await startTestServer();
+  t.teardown(() => a.stop());
+  const c = await startAndListen({ port: 0, handleSignals: false, logLevel: "warn", databaseUrl: a.databaseUrl, superuserDatabaseUrl: a.superuserDatabaseUrl });
+  let cStopped = false;
+  t.teardown(() => (cStopped ? undefined : c.stop()));
+  const p = await player(a, "rolling");
+  const op = await a.authenticateOperator();
+  const closes: { code: number; reason: string }[] = [];
+  const onC = wsClient(c.url, { authorization: `apikey:${op.apiKey}` }, { closes });
+  t.teardown(() => onC.dispose());
+  const first = feed(onC, Q.bet, { u: p.userId });
+  await live(first, () => move(a, p, -1, randomUUID()));
+  // Bets keep coming while C stops.
+  const ids: string[] = [];
+  const betting = (async () => {
+    for (let i = 0; i < 30; i++) {
+      const id = randomUUID();
+      await move(a, p, -1, id);
+      ids.push(id);
+    }
+  })();
+  await until(() => first.events.length > 1 || ids.length >= 5, 30_000, () => "bets during the stream");
+  cStopped = true;
+  await c.stop();
+  await until(() => closes.length > 0, 30_000, () => "C's socket is still open");
+  t.equal(closes[0]!.code, 1001, "C closed the socket with 1001");
+  const before = alerts(first, "bet");
+  const onA = wsClient(a.url, { authorization: `apikey:${op.apiKey}` });
+  t.teardown(() => onA.dispose());
+  const resumed = feed(onA, Q.bet, { u: p.userId, after: before.at(-1)!.cursor });
+  await betting;
+  await until(() => alerts(resumed, "bet").some((x) => x.betId === ids.at(-1)), 30_000, () => "the last bet on A");
+  const { rows } = await a.dbPool.query<{ bet: string }>(
+    "select payload->>'betId' as bet from hub_hidden.live_alert where channel = 'bet' and user_id = $1 and seq > $2::bigint order by seq",
+    [p.userId, before.at(-1)!.cursor],
+  );
+  t.same(alerts(resumed, "bet").map((x) => x.betId), rows.map((r) => r.bet), "every bet after the last seen on C, in order, once");
+  t.ok(ids.every((id) => [...before, ...alerts(resumed, "bet")].some((x) => x.betId === id)), "so every bet reached the client");
+});
