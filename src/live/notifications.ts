@@ -54,11 +54,14 @@ export const resumeTopic = (topic: string, cursor: string | undefined): string =
 
 const CHANNEL_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
+/** Channels a plugin may not subscribe to by name: the hub's own, which it never UNLISTENs. */
+const OWN_CHANNELS: readonly string[] = [...CORE_CHANNELS, ...Object.values(LOG_CHANNEL)];
+
 function checkChannelTopic(topic: string): void {
-  if (CHANNEL_NAME.test(topic) && !CORE_CHANNELS.includes(topic)) return;
+  if (CHANNEL_NAME.test(topic) && !OWN_CHANNELS.includes(topic)) return;
   throw new HubError(
     "HUB_INVALID_ARGUMENT",
-    `A subscription topic is a NOTIFY channel name (a letter or _, then letters, digits or _, at most 63) other than the hub's own (${CORE_CHANNELS.join(", ")}); received ${JSON.stringify(topic)}.`,
+    `A subscription topic is a NOTIFY channel name (a letter or _, then letters, digits or _, at most 63) other than the hub's own (${OWN_CHANNELS.join(", ")}); received ${JSON.stringify(topic)}.`,
   );
 }
 
