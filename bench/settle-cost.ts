@@ -7,6 +7,10 @@
  *
  *   npm run build && node --import tsx bench/settle-cost.ts [--bets 12800] [--sql FILE]
  *
+ * --watch opens one operator socket subscribed to hubBetAlert of every player
+ * first, and waits until it has received every bet's alert: the cost of live
+ * delivery (reading the alert log) is then in the figures.
+ *
  * --sql runs FILE on the test database before the bets (for example the
  * constraints of an earlier migration put back), so a change to the money SQL
  * can be measured against what it replaces in alternating runs of one build.
@@ -21,8 +25,10 @@ import { createSettleGroups } from "../dist/src/fair/settle-group.js";
 import { defaultClusterDir } from "../dist/src/test-kit/cluster.js";
 import { benchArgs, positiveOption } from "./lib/args.js";
 import { postgresCpuSampler } from "./lib/pg-cpu.js";
+import { createClient } from "graphql-ws";
+import WebSocket from "ws";
 
-const USAGE = "Usage: npm run build && node --import tsx bench/settle-cost.ts [--bets 12800] [--sql FILE]\n";
+const USAGE = "Usage: npm run build && node --import tsx bench/settle-cost.ts [--bets 12800] [--watch] [--sql FILE]\n";
 const PLAYERS = 32;
 const CASINOS = 2;
 const OUTCOMES = [
@@ -31,7 +37,7 @@ const OUTCOMES = [
   { weight: 7, profit: -1 },
 ];
 
-const { values } = benchArgs(USAGE, { options: { bets: { type: "string", default: "12800" }, sql: { type: "string" } } });
+const { values } = benchArgs(USAGE, { options: { bets: { type: "string", default: "12800" }, watch: { type: "boolean" }, sql: { type: "string" } } });
 const bets = positiveOption(USAGE, "bets", values.bets);
 if (bets % PLAYERS !== 0) {
   process.stderr.write(`--bets must be a multiple of ${PLAYERS}, received ${bets}\n\n${USAGE}`);
@@ -64,6 +70,7 @@ try {
       return { i, ids: { userId, casinoId, experienceId }, chainId: chain.id };
     }),
   );
+  const watcher = values.watch ? await watchBets(hub) : undefined;
   const settleGroups = createSettleGroups();
   // The shared cluster runs by now (the server above started or joined it).
   const postgresCpuUs = postgresCpuSampler(defaultClusterDir());
@@ -79,15 +86,48 @@ try {
       }
     }),
   );
+  await watcher?.received(bets);
   const ms = performance.now() - t0;
   const cpu = process.cpuUsage(cpu0);
   const pgMs = (postgresCpuUs() - pg0) / 1000;
   const load = fs.readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
   process.stdout.write(
     `${bets} bets in ${(ms / 1000).toFixed(1)} s (${((bets / ms) * 1000).toFixed(0)} bets/s); Postgres CPU ${(pgMs / bets).toFixed(3)} ms a bet; ` +
-      `this process ${((cpu.user + cpu.system) / 1000 / bets).toFixed(3)} ms a bet; load ${load}${values.sql ? `; with ${values.sql}` : ""}\n`,
+      `this process ${((cpu.user + cpu.system) / 1000 / bets).toFixed(3)} ms a bet; load ${load}${values.watch ? "; watched" : ""}${values.sql ? `; with ${values.sql}` : ""}\n`,
   );
+  watcher?.close();
 } finally {
   await superuser.end();
   await hub.stop();
+}
+
+/** An operator's hubBetAlert subscription of every player, live once a probe's alert arrives; counts the other players' alerts. */
+async function watchBets(server: Awaited<ReturnType<typeof startTestServer>>) {
+  const { apiKey } = await server.authenticateOperator();
+  const probe = await createPlayer(server.dbPool, { casinoId: server.playgroundCasinoId, uname: "settle-cost-watch" });
+  const experienceId = (await createExperience(server.dbPool, { casinoId: server.playgroundCasinoId })).id;
+  await createPlayerBalance(server.dbPool, { userId: probe.id, experienceId, currencyKey: "HOUSE", amount: 1e6 });
+  const client = createClient({ url: `${server.url.replace(/^http/, "ws")}/graphql`, webSocketImpl: WebSocket, connectionParams: { authorization: `apikey:${apiKey}` } });
+  let [count, probes] = [0, 0];
+  let wanted = Infinity;
+  let reached = () => {};
+  client.subscribe<{ hubBetAlert: { userId: string } }>(
+    { query: "subscription { hubBetAlert { userId cursor } }" },
+    {
+      next: ({ data }) => {
+        if (data?.hubBetAlert.userId === probe.id) probes++;
+        else if (++count >= wanted) reached();
+      },
+      error: (e) => console.error(e),
+      complete() {},
+    },
+  );
+  while (probes === 0) {
+    await server.dbPool.query(`begin; select hub_hidden.ledger_begin('bench', 'bench', 'probe', gen_random_uuid()); update hub.balance set amount = amount - 1 where user_id = '${probe.id}'; commit;`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return {
+    received: (n: number) => new Promise<void>((resolve) => ((wanted = n), (reached = resolve), count >= n && resolve())),
+    close: () => void client.dispose(),
+  };
 }

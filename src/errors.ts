@@ -71,6 +71,7 @@ export const ErrorCodes = {
   // Subscriptions (WebSocket)
   SUBSCRIPTION_NEEDS_WEBSOCKET: "A subscription was sent over HTTP POST or GET: open a WebSocket to the GraphQL path (graphql-transport-ws) instead.",
   TOO_MANY_OPERATIONS: "A WebSocket connection already runs as many operations as the server allows: complete one first, or open another connection.",
+  LIVE_CURSOR_EXPIRED: "A live alert subscription's after names a cursor whose following alerts are no longer kept (the hub keeps at least an hour's and the last 10,000): refetch the state, then subscribe without after.",
   INTERNAL_SERVER_ERROR: "A fault of the server; the message holds a reference logged with the details.",
   // The reference routes (GET /bets)
   INVALID_LIMIT: "GET /bets: ?limit= is not a whole number from 1 to 1000, or is given more than once.",

@@ -10,7 +10,8 @@ import type pg from "pg";
 import type { Identity } from "../auth/identity.js";
 import { ErrorCode } from "../errors.js";
 import { clientError } from "../graphql/client-error.js";
-import { liveTopic, type ChatAlert } from "../live/notifications.js";
+import { liveTopic, resumeTopic, type ChatAlert } from "../live/notifications.js";
+import { afterArg } from "../graphql/live-alerts.js";
 import {
   CHAT_MAX_REASON_LENGTH,
   checkChatBody,
@@ -166,12 +167,18 @@ const chatTypeDefs = gql`
   }
   type HubChatSubscriptionNewMessage {
     chatMessage: HubChatMessage!
+    "This alert's place among the subscription's alerts: subscribe again with after: <the last cursor received> to receive what follows it."
+    cursor: String!
   }
   type HubChatSubscriptionMuted {
     _: Boolean
+    "This alert's place among the subscription's alerts: subscribe again with after: <the last cursor received> to receive what follows it."
+    cursor: String!
   }
   type HubChatSubscriptionUnmuted {
     _: Boolean
+    "This alert's place among the subscription's alerts: subscribe again with after: <the last cursor received> to receive what follows it."
+    cursor: String!
   }
   union HubChatSubscriptionPayload = HubChatSubscriptionMuted | HubChatSubscriptionNewMessage | HubChatSubscriptionUnmuted
   extend input HubChatMessageCondition {
@@ -195,8 +202,8 @@ const chatTypeDefs = gql`
     hubChatHideMessage(input: HubChatHideMessageInput!): HubChatHideMessagePayload
   }
   extend type Subscription {
-    "New messages of the session's experience's chat, and the session player's own mutes and unmutes (a player's session)."
-    hubChatAlert: HubChatSubscriptionPayload
+    "New messages of the session's experience's chat, and the session player's own mutes and unmutes (a player's session). after: the last cursor received; the alerts since are delivered first."
+    hubChatAlert(after: String): HubChatSubscriptionPayload
   }
 `;
 
@@ -247,12 +254,12 @@ export const HubChatPlugin = extendSchema((build) => {
       Subscription: {
         plans: {
           hubChatAlert: {
-            subscribePlan: () => {
+            subscribePlan: (_$root: any, fieldArgs: any) => {
               const $topic = lambda(
-                context().get("identity"),
-                (identity: Identity | undefined) => {
+                [context().get("identity"), fieldArgs.getRaw("after")],
+                ([identity, after]: readonly [Identity | undefined, unknown]) => {
                   const player = requirePlayer(identity, "hubChatAlert");
-                  return liveTopic.chat(player.user_id, player.casino_id, player.experience_id);
+                  return resumeTopic(liveTopic.chat(player.user_id, player.casino_id, player.experience_id), afterArg(after, "hubChatAlert"));
                 },
                 true,
               );

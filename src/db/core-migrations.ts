@@ -84,6 +84,18 @@ import { readMigrationFolder, type Migration } from "./migration-files.js";
  *   before its chain, so a replay takes no hash, and a group claims its keys
  *   in key order before any chain (the one lock order: key, chain, balance,
  *   bankroll).
+ *
+ * 0027-live-alert-log: live alerts get a cursor that every instance agrees
+ *   on. The triggers of 0014, 0015 and 0018 (and notify_put_alert) now insert
+ *   one row per alert into hub_hidden.live_alert (a transaction's balance
+ *   alerts of one player and currency fold into one row) and NOTIFY
+ *   hub_live_pending. hub_hidden.live_alert_sequence numbers committed rows
+ *   under the counter row's lock, so a number is visible only once every
+ *   smaller one is: clients resume after the last cursor without a gap. It
+ *   prunes what is both an hour old (by hub_hidden.live_alert_mark) and more
+ *   than 10,000 alerts behind. The core channels of 0014 are no longer sent
+ *   by the hub; a raw pg_notify on them is still delivered, live only.
+ *
  * 0028-hardening-iv: the credential NOTIFY also fires on TRUNCATE and on a
  *   changed digest or owner of a session or key (0007 covered revoked_at,
  *   expired_at and DELETE), so open WebSockets are re-checked after any change

@@ -1,6 +1,10 @@
 import type pg from "pg";
 
-/** The channels the core triggers (migration 0014) and deposit code notify on. */
+/**
+ * The channels the core triggers notified on before migration 0027 (which
+ * logs alerts instead, see alert-log.ts). Still LISTENed: a plugin that sends
+ * a raw pg_notify on one is delivered live, without replay.
+ */
 export const LIVE_CHANNEL = {
   balance: "hub_balance_alert",
   put: "hub_put_alert",
@@ -19,17 +23,25 @@ export const liveTopic = {
   chat: (userId: string, casinoId: string, experienceId: string) => `${LIVE_CHANNEL.chat}:${casinoId}:${experienceId}:${userId}`,
 };
 
-/** What a chat subscriber receives; a message is read afterwards under the subscriber's row-level security. */
-export type ChatAlert = { kind: "message"; chatMessageId: string } | { kind: "muted" } | { kind: "unmuted" };
+/**
+ * Every alert's place in its topic: a fixed-width decimal of the alert's
+ * sequence number, so string order is numeric order.
+ */
+export interface Cursored {
+  cursor: string;
+}
 
-export interface BalanceAlert {
+/** What a chat subscriber receives; a message is read afterwards under the subscriber's row-level security. */
+export type ChatAlert = ({ kind: "message"; chatMessageId: string } | { kind: "muted" } | { kind: "unmuted" }) & Cursored;
+
+export interface BalanceAlert extends Cursored {
   currencyKey: string;
 }
-export interface PutAlert {
+export interface PutAlert extends Cursored {
   currencyKey: string;
   mpTransferId: string;
 }
-export interface BetAlert {
+export interface BetAlert extends Cursored {
   betId: string;
   userId: string;
   casinoId: string;
@@ -76,27 +88,37 @@ export class ChatRooms {
     if (topics?.size === 0) this.rooms.delete(room);
   }
 
-  route(data: Record<string, unknown>, publish: Publish): void {
+  /** An event for every subscriber of a room. */
+  toRoom(casinoId: string, experienceId: string, event: unknown, publish: Publish): void {
+    for (const topic of this.rooms.get(`${casinoId}:${experienceId}`) ?? []) publish(topic, event);
+  }
+
+  route(data: Record<string, unknown>, publish: Publish, cursor: string): void {
     const room = `${String(data.c)}:${String(data.e)}`;
     if (data.t === "message") {
-      const event: ChatAlert = { kind: "message", chatMessageId: String(data.id) };
+      const event: ChatAlert = { kind: "message", chatMessageId: String(data.id), cursor };
       for (const topic of this.rooms.get(room) ?? []) publish(topic, event);
     } else if (data.t === "muted" || data.t === "unmuted") {
-      publish(`${CHAT_PREFIX}${room}:${String(data.u)}`, { kind: data.t } satisfies ChatAlert);
+      publish(`${CHAT_PREFIX}${room}:${String(data.u)}`, { kind: data.t, cursor } satisfies ChatAlert);
     }
   }
 }
 
-/** A core channel's parsed payload, handed to the in-process topics it concerns. */
-export function routeCoreAlert(channel: string, data: Record<string, unknown>, publish: Publish, chat: ChatRooms): void {
+/**
+ * A raw notification on a core channel (the format of migration 0014), handed
+ * to the in-process topics it concerns. It is in no log, so it carries the
+ * cursor of the last logged alert delivered before it.
+ */
+export function routeCoreAlert(channel: string, data: Record<string, unknown>, publish: Publish, chat: ChatRooms, cursor: string): void {
   if (channel === LIVE_CHANNEL.balance) {
-    publish(liveTopic.balance(String(data.u), String(data.c), String(data.e)), { currencyKey: String(data.k) } satisfies BalanceAlert);
+    publish(liveTopic.balance(String(data.u), String(data.c), String(data.e)), { currencyKey: String(data.k), cursor } satisfies BalanceAlert);
   } else if (channel === LIVE_CHANNEL.chat) {
-    chat.route(data, publish);
+    chat.route(data, publish, cursor);
   } else if (channel === LIVE_CHANNEL.put) {
     publish(liveTopic.put(String(data.userId), String(data.casinoId), String(data.experienceId)), {
       currencyKey: String(data.currencyKey),
       mpTransferId: String(data.mpTransferId),
+      cursor,
     } satisfies PutAlert);
   } else {
     const bet: BetAlert = {
@@ -108,6 +130,7 @@ export function routeCoreAlert(channel: string, data: Record<string, unknown>, p
       amountDelta: Number(data.amountDelta),
       reason: String(data.reason),
       createdAt: String(data.createdAt),
+      cursor,
     };
     publish(liveTopic.bet(), bet);
     publish(liveTopic.bet(bet.userId), bet);
@@ -115,11 +138,12 @@ export function routeCoreAlert(channel: string, data: Record<string, unknown>, p
 }
 
 /**
- * After notifications were lost: one balance alert per currency each
- * subscribed player holds, so clients refetch and miss nothing. Returns the
+ * After alerts were lost (pruned from the log before this instance read
+ * them): one balance alert per currency each subscribed player holds, so
+ * clients refetch and miss nothing. Returns the
  * subscribers and alerts counted, for the log.
  */
-export async function reannounceBalances(client: pg.Client, topics: Iterable<string>, publish: Publish): Promise<{ subscribers: number; alerts: number }> {
+export async function reannounceBalances(client: pg.Client, topics: Iterable<string>, publish: Publish, cursor: string): Promise<{ subscribers: number; alerts: number }> {
   const keys = [...topics].filter((t) => t.startsWith(`${LIVE_CHANNEL.balance}:`)).map((t) => t.split(":"));
   if (keys.length === 0) return { subscribers: 0, alerts: 0 };
   const { rows } = await client.query<{ user_id: string; casino_id: string; experience_id: string; currency_key: string }>(
@@ -129,6 +153,6 @@ export async function reannounceBalances(client: pg.Client, topics: Iterable<str
          on b.user_id = s.u and b.casino_id = s.c and b.experience_id = s.e`,
     [keys.map((k) => k[1]), keys.map((k) => k[2]), keys.map((k) => k[3])],
   );
-  for (const row of rows) publish(liveTopic.balance(row.user_id, row.casino_id, row.experience_id), { currencyKey: row.currency_key } satisfies BalanceAlert);
+  for (const row of rows) publish(liveTopic.balance(row.user_id, row.casino_id, row.experience_id), { currencyKey: row.currency_key, cursor } satisfies BalanceAlert);
   return { subscribers: keys.length, alerts: rows.length };
 }

@@ -13,6 +13,8 @@ export interface ListenConnectionOptions {
    * lost. Called once per loss, not per failed retry.
    */
   onLost(): void;
+  /** LISTEN is in place for the first time on `client`; `ready` waits for it. */
+  onFirst?(client: pg.Client): Promise<void>;
   /** LISTEN is in place again on `client` after a loss (not after the first connection). */
   onBack(client: pg.Client): Promise<void>;
   log: Logger;
@@ -26,7 +28,24 @@ export interface ListenConnection {
   unlisten(channel: string): void;
   /** LISTEN is in place now (false from the connection's end until it is back). */
   connected(): boolean;
+  /**
+   * A query on the connection, once it is up (it waits through a reconnection;
+   * it fails if the connection drops during the query, or once closed).
+   */
+  query<R extends pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>>;
   close(): Promise<void>;
+}
+
+interface Deferred {
+  promise: Promise<pg.Client>;
+  resolve(client: pg.Client): void;
+  reject(error: Error): void;
+}
+
+function deferred(): Deferred {
+  const d = {} as Deferred;
+  d.promise = new Promise<pg.Client>((resolve, reject) => Object.assign(d, { resolve, reject }));
+  return d;
 }
 
 const FIRST_DELAY_MS = 100;
@@ -47,8 +66,15 @@ export function openListenConnection(options: ListenConnectionOptions): ListenCo
   let lostTold = false;
   let retryTimer: NodeJS.Timeout | undefined;
   let delay = FIRST_DELAY_MS;
+  // Settled with the client each time LISTEN is in place; a new one while down.
+  let up = deferred();
+  up.promise.catch(() => undefined);
 
   const onEnd = (c: pg.Client) => {
+    if (connected) {
+      up = deferred();
+      up.promise.catch(() => undefined);
+    }
     connected = false;
     if (closed || client !== c) return;
     if (everConnected && !lostTold) {
@@ -80,6 +106,8 @@ export function openListenConnection(options: ListenConnectionOptions): ListenCo
     const again = everConnected;
     everConnected = true;
     lostTold = false;
+    up.resolve(c);
+    if (!again) await options.onFirst?.(c);
     if (again) await options.onBack(c).catch((error: unknown) => log.warn({ err: error }, "the LISTEN connection is back, but what was missed could not be announced"));
   };
 
@@ -92,8 +120,13 @@ export function openListenConnection(options: ListenConnectionOptions): ListenCo
     listen: (channel) => run(`listen ${pg.escapeIdentifier(channel)}`),
     unlisten: (channel) => run(`unlisten ${pg.escapeIdentifier(channel)}`),
     connected: () => connected,
+    async query<R extends pg.QueryResultRow>(sql: string, params?: unknown[]) {
+      const c = await up.promise;
+      return c.query<R>(sql, params);
+    },
     async close() {
       closed = true;
+      up.reject(new Error("the LISTEN connection is closed"));
       if (retryTimer) clearTimeout(retryTimer);
       await client?.end().catch(() => undefined);
     },

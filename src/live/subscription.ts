@@ -64,3 +64,70 @@ export class TopicSubscription implements Subscriber, AsyncIterableIterator<unkn
   }
 }
 
+
+const cursorOfEvent = (event: unknown): string => String((event as { cursor?: unknown } | null)?.cursor ?? "");
+
+/** Loads the events after a cursor, a page at a time. */
+export type LoadPage = (after: string) => Promise<{ events: unknown[]; more: boolean }>;
+
+/**
+ * A subscription resumed after a cursor: the live topic is subscribed first
+ * (its events wait in its queue), then what the log holds after the cursor is
+ * delivered, a page at a time, then the live events past the last one
+ * replayed. Cursors are fixed-width, so comparing them as strings drops
+ * exactly the duplicates.
+ */
+export class ResumingSubscription implements AsyncIterableIterator<unknown> {
+  private pending: unknown[] = [];
+  private more = true;
+  private last: string;
+
+  constructor(
+    private readonly live: TopicSubscription,
+    after: string,
+    private readonly load: LoadPage,
+  ) {
+    this.last = after;
+  }
+
+  async next(): Promise<IteratorResult<unknown>> {
+    while (this.pending.length === 0 && this.more) {
+      try {
+        const page = await this.load(this.last);
+        this.pending = page.events;
+        this.more = page.more;
+      } catch (error) {
+        this.more = false;
+        this.live.end();
+        throw error;
+      }
+      if (this.pending.length > 0) this.last = cursorOfEvent(this.pending[this.pending.length - 1]);
+    }
+    if (this.pending.length > 0) return { value: this.pending.shift(), done: false };
+    for (;;) {
+      const result = await this.live.next();
+      if (result.done) return result;
+      const cursor = cursorOfEvent(result.value);
+      if (cursor > this.last) {
+        this.last = cursor;
+        return result;
+      }
+    }
+  }
+
+  return(): Promise<IteratorResult<unknown>> {
+    this.more = false;
+    this.pending = [];
+    return this.live.return();
+  }
+
+  throw(error?: unknown): Promise<IteratorResult<unknown>> {
+    this.more = false;
+    this.pending = [];
+    return this.live.throw(error);
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+}
