@@ -101,7 +101,7 @@ async function oneRun(players: number): Promise<RunReport> {
     pool.on("error", () => undefined);
     t.teardown(() => pool.end());
     const { bettors, operatorKey } = await settled("players", () => seedBettors(pool, proxyUrl, players));
-    const shared: Shared = { proxyUrl, phase: "warm-up", stopping: false, answers: [], committedButRetryable: [], bets: new Map(), attempts: new Map(), pool, storedBetCount };
+    const shared: Shared = { proxyUrl, phase: "warm-up", stopping: false, unsubscribing: false, answers: [], committedButRetryable: [], bets: new Map(), attempts: new Map(), pool, storedBetCount };
     const start = await alertStart(pool);
     const subs: { sub: Subscription; bettor?: Bettor }[] = [];
     const held: Promise<void>[] = [];
@@ -132,6 +132,7 @@ async function oneRun(players: number): Promise<RunReport> {
     await Promise.all(betting);
     // The last bets' alerts: give them time to arrive before the subscriptions stop.
     await sleep(3000);
+    shared.unsubscribing = true;
     await Promise.all(held);
     const checks = await fleetChecks(pool, shared, subs, start);
     const figures = {

@@ -17,10 +17,10 @@ export const OUTCOME_BET = `mutation Bet($i: HubMakeOutcomeBetInput!) {
 }`;
 const COIN = [{ weight: 1, profit: 0.98 }, { weight: 1, profit: -1 }];
 
-/** Codes a client retries with the same idempotency key (docs/errors.md, "Retrying"). */
-export const RETRY_WITH_KEY = new Set(["DATABASE_UNAVAILABLE", "DATABASE_TIMEOUT", "SERVICE_UNAVAILABLE", "TOO_MANY_REQUESTS", "OVERLOADED", "OUTCOME_COMMITTED", "OUTCOME_UNKNOWN", "REQUEST_TIMEOUT"]);
+/** Codes a client retries with the same idempotency key (docs/errors.md, "Retrying money mutations"). */
+export const RETRY_WITH_KEY = new Set(["DATABASE_UNAVAILABLE", "SERVER_BUSY", "STATEMENT_TIMEOUT", "TOO_MANY_REQUESTS", "OUTCOME_COMMITTED", "OUTCOME_UNKNOWN"]);
 /** Of those, the codes that say the bet did not commit: nothing may be stored under the key when one is answered. */
-export const NOTHING_COMMITTED = new Set(["DATABASE_UNAVAILABLE", "DATABASE_TIMEOUT", "SERVICE_UNAVAILABLE", "TOO_MANY_REQUESTS", "OVERLOADED", "REQUEST_TIMEOUT"]);
+export const NOTHING_COMMITTED = new Set(["DATABASE_UNAVAILABLE", "SERVER_BUSY", "STATEMENT_TIMEOUT", "TOO_MANY_REQUESTS"]);
 
 export interface Bettor {
   name: string;
@@ -46,7 +46,10 @@ export interface Answer {
 export interface Shared {
   proxyUrl: string;
   phase: string;
+  /** Bettors stop at their next bet. */
   stopping: boolean;
+  /** Subscriptions end (set once the last bets' alerts had time to arrive). */
+  unsubscribing: boolean;
   answers: Answer[];
   /** Keys answered with a code of NOTHING_COMMITTED whose bet was found stored before the retry. */
   committedButRetryable: { key: string; code: string }[];
@@ -147,10 +150,10 @@ export async function holdSubscription(
 ): Promise<void> {
   let after = startAfter;
   const wsUrl = `${shared.proxyUrl.replace(/^http/, "ws")}/graphql`;
-  while (!shared.stopping) {
+  while (!shared.unsubscribing) {
     const client = createClient({ url: wsUrl, webSocketImpl: WebSocket, retryAttempts: 0, lazy: false, connectionParams: { authorization }, on: { closed: (e) => void sub.closeCodes.push((e as { code: number }).code) } });
     await new Promise<void>((resolve) => {
-      const stopWatch = setInterval(() => shared.stopping && finish(), 200);
+      const stopWatch = setInterval(() => shared.unsubscribing && finish(), 200);
       const finish = () => {
         clearInterval(stopWatch);
         resolve();
@@ -176,7 +179,7 @@ export async function holdSubscription(
       );
     });
     await client.dispose();
-    if (shared.stopping) break;
+    if (shared.unsubscribing) break;
     sub.reconnects++;
     await sleep(100 + Math.random() * 400);
   }
