@@ -13,7 +13,6 @@
 import "./helpers/env.js";
 import { execFileSync, spawn } from "node:child_process";
 import fs from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import t from "tap";
@@ -26,6 +25,7 @@ import { readPostmasterPid, stopPostmasterOf } from "./helpers/external-postgres
 import { gql } from "./helpers/http.js";
 import { until } from "./helpers/ws.js";
 import { ROOT } from "./helpers/process.js";
+import { freePort } from "./helpers/ports.js";
 
 const PG_DUMP = process.env.PG_DUMP_PATH ?? "pg_dump";
 const PG_RESTORE = process.env.PG_RESTORE_PATH ?? "pg_restore";
@@ -42,13 +42,6 @@ function serverBinaries(): string {
   throw new Error(`no Postgres server of version ${dumpMajor} or older for ${PG_DUMP} (${dumpMajor}): apt-get install postgresql (.ci/run does)`);
 }
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** initdb and a postmaster on 127.0.0.1 (as the postgres account when run as root: Postgres refuses root); stopped when the test ends. */
 async function startOwnCluster(t: { teardown(fn: () => unknown): void }): Promise<{ url: (database: string) => string }> {

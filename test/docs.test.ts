@@ -12,12 +12,12 @@
 import "./helpers/env.js";
 import { execFile, spawn } from "node:child_process";
 import fs from "node:fs";
-import net from "node:net";
 import path from "node:path";
 import t, { type Test } from "tap";
 import { buildClientSchema, getIntrospectionQuery, Kind, parse, validate, type IntrospectionQuery } from "@hubpkg/hub/graphql";
 import { ROOT, nodeTestSummary, startServerProcess, type ServerProcess } from "./helpers/process.js";
 import { tmpDir } from "./helpers/tmp.js";
+import { freePort } from "./helpers/ports.js";
 
 /** Pages written in other branches at the same time: a link to one is checked once the page exists. */
 const PAGES_IN_PROGRESS = new Set<string>();
@@ -240,16 +240,6 @@ function sameShape(actual: unknown, expected: unknown, at = "$"): string[] {
   return [];
 }
 
-/** A port nothing listens on right now. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer().listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(port));
-    });
-    probe.on("error", reject);
-  });
-}
 
 /** The longest prefix of text that is JSON (the rest is a remark for the reader). */
 function leadingJson(text: string, page: string, line: number): unknown {

@@ -11,7 +11,6 @@
 import "./helpers/env.js";
 import fs from "node:fs";
 import http from "node:http";
-import net from "node:net";
 import path from "node:path";
 import t, { type Test } from "tap";
 import { ROOT, startServerProcess, type ServerProcess } from "./helpers/process.js";
@@ -20,22 +19,13 @@ import { makeOperator, makePlayer } from "./helpers/credentials.js";
 import { tmpDir } from "./helpers/tmp.js";
 import { feed, until, wsClient } from "./helpers/ws.js";
 import { deploymentNginxConfig, NGINX, startNginx } from "./helpers/nginx.js";
+import { freePort } from "./helpers/ports.js";
 
 const INSTANCES = 3;
 const CLIENTS = 4;
 /** The client's own address, distinct from nginx's 127.0.0.1 (the trusted one) so the forwarded address shows. */
 const CLIENT_ADDRESS = "127.0.0.2";
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 interface Answer {
   status: number;

@@ -11,7 +11,6 @@
 import "./helpers/env.js";
 import fs from "node:fs";
 import http from "node:http";
-import net from "node:net";
 import path from "node:path";
 import pg from "pg";
 import t from "tap";
@@ -23,21 +22,12 @@ import { makePlayer } from "./helpers/credentials.js";
 import { tmpDir } from "./helpers/tmp.js";
 import { until } from "./helpers/ws.js";
 import { deploymentHaproxyConfig, HAPROXY, startHaproxy } from "./helpers/haproxy.js";
+import { freePort } from "./helpers/ports.js";
 
 const INSTANCES = 3;
 const SOCKETS = 9;
 const CLIENTS = 4;
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 interface Failure {
   at: number;
