@@ -213,7 +213,7 @@ t.test("Transfers: a real deposit, a withdrawal stuck while the casino is down, 
   await row.getByRole("button", { name: "Yes, retry now", exact: true }).waitFor();
   await sleep(500);
   t.equal((await job()).attempts, parked, "asking changes nothing by itself");
-  await waitFor("the retried attempt", 15_000, async () => {
+  await waitFor("the retried attempt", 45_000, async () => {
     if ((await job()).attempts > parked) return true;
     const yes = withdrawals.locator("tr.stuck").getByRole("button", { name: "Yes, retry now", exact: true });
     if (!(await yes.count())) await withdrawals.locator("tr.stuck").getByRole("button", { name: "Retry now", exact: true }).click({ timeout: 2000 });
@@ -232,7 +232,7 @@ t.test("Transfers: a real deposit, a withdrawal stuck while the casino is down, 
   // A send may still be on its way: the hub refuses the refund until it is sure (TRANSFER_REFUND_UNSAFE); the page says so, and a second try passes.
   const status = async () => (await ok(hub.url, operator, "query($id: UUID!) { allHubWithdrawals(condition: { withdrawalRequestId: $id }) { nodes { status } } }", { id: requestId })).allHubWithdrawals.nodes[0].status as string;
   const shown: string[] = [];
-  await waitFor("refunded", 15_000, async () => {
+  await waitFor("refunded", 45_000, async () => {
     if ((await status()) === "CANCELED") return true;
     const stuckRow = withdrawals.locator("tr.stuck");
     if ((await stuckRow.count()) === 0) return false;
