@@ -127,7 +127,7 @@ export const HubErrorCodes = {
   HUB_CLI_USAGE: "The command line does not fit the grammar of the `hub` tool, or `node dist/server.js` was given an argument (it takes none) (exit status 2).",
   HUB_CLI_FAILED: "A command of the tool failed for a reason its message fully explains: no such key, casino or player, a duplicate name (exit status 1).",
   HUB_ROUTE_CONFLICT: "A route or mount of configureApp takes a path the hub serves itself (the dashboard, /graphql, /graphiql), so it would never run; the message names both.",
-  HUB_PLUGIN_FAILED: "Building the GraphQL schema failed, usually in a plugin; the message names the file and line it was thrown at.",
+  HUB_PLUGIN_FAILED: "Building the GraphQL schema failed, usually in a plugin; the message names the file and line it was thrown at, or the plugin, the field and the type at fault (an unknown type in `typeDefs`, a resolver for an undeclared field, a mutation without a resolver).",
   HUB_PORT_IN_USE: "The server could not listen: the port is taken (or needs privileges); the message names the port and the setting to change.",
   HUB_POOL_SATURATED: "Every connection of a hub database pool stayed in use for the whole connection timeout (10 s): raised to the code that asked for one; a GraphQL client receives SERVER_BUSY.",
 } as const;
