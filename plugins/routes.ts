@@ -1,4 +1,5 @@
 import { ErrorCode, serverStats, type ConfigureAppArgs } from "@hubpkg/hub";
+import { dbListBets } from "@hubpkg/hub/db";
 import type { Express, HubRequest, Response } from "@hubpkg/hub/express";
 
 /**
@@ -6,8 +7,8 @@ import type { Express, HubRequest, Response } from "@hubpkg/hub/express";
  * the 401s are this code's own decision, not the hub's.
  *
  *   GET /health   {"status":"ok"} (and whether the database answers)
- *   GET /bets     the calling player's bets in the session's experience, newest
- *                 first, a page at a time (401 unless a player, 400 for a bad
+ *   GET /bets     the calling player's bets of every game (every table tagged
+ *                 @hubBet) in the session's experience, newest first, a page at a time (401 unless a player, 400 for a bad
  *                 ?limit= or ?before=)
  *   GET /metrics  uptime, request and bet counts (401 unless an operator)
  */
@@ -35,26 +36,10 @@ export function configureReferenceRoutes({ app, superuserPool }: ConfigureAppArg
     // security scopes them: a session of one experience never lists the
     // player's bets of another.
     const { user_id: userId, casino_id: casinoId, experience_id: experienceId } = req.identity.session;
-    const { rows } = await superuserPool.query<{ id: string }>(
-      `select kind, id, wager, net, currency_key as "currencyKey", casino_id as "casinoId",
-              experience_id as "experienceId", created_at as "createdAt"
-         from (
-           (select 'coinflip' as kind, id, wager, net, currency_key, casino_id, experience_id,
-                   hub_hidden.uuid_v7_timestamp(id) as created_at
-              from app.coinflip
-             where user_id = $1 and casino_id = $2 and experience_id = $3 and ($4::uuid is null or id < $4)
-             order by id desc limit $5)
-           union all
-           (select 'coinflip_bet', id, wager, net, currency_key, casino_id, experience_id,
-                   hub_hidden.uuid_v7_timestamp(id)
-              from app.coinflip_bet
-             where user_id = $1 and casino_id = $2 and experience_id = $3 and ($4::uuid is null or id < $4)
-             order by id desc limit $5)
-         ) bets
-        order by id desc
-        limit $5`,
-      [userId, casinoId, experienceId, query.before, query.limit],
-    );
+    // Every game's bets: each table tagged @hubBet, a new game's included without code here.
+    const bets = await dbListBets(superuserPool, { userId, casinoId, experienceId }, { before: query.before, limit: query.limit });
+    // The player is the caller: their id stays out of the answer, as before.
+    const rows = bets.map(({ userId: _caller, ...bet }) => bet);
     // A full page may have older bets after it: say where they are.
     const last = rows.at(-1);
     if (last && rows.length === query.limit) {

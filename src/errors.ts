@@ -73,9 +73,10 @@ export const ErrorCodes = {
   TOO_MANY_OPERATIONS: "A WebSocket connection already runs as many operations as the server allows: complete one first, or open another connection.",
   LIVE_CURSOR_EXPIRED: "A live alert subscription's after names a cursor whose following alerts are no longer kept (the hub keeps at least an hour's and the last 10,000): refetch the state, then subscribe without after.",
   INTERNAL_SERVER_ERROR: "A fault of the server; the message holds a reference logged with the details.",
-  // The reference routes (GET /bets)
-  INVALID_LIMIT: "GET /bets: ?limit= is not a whole number from 1 to 1000, or is given more than once.",
-  INVALID_CURSOR: "GET /bets: ?before= is not the id of a bet, or is given more than once.",
+  // The bet history (the query hubBets, and GET /bets of the reference routes)
+  INVALID_LIMIT: "GET /bets: ?limit= is not a whole number from 1 to 1000, or is given more than once; hubBets: first is not from 1 to 1000.",
+  INVALID_CURSOR: "GET /bets: ?before= is not the id of a bet, or is given more than once; hubBets: after is not the cursor of a bet.",
+  UNKNOWN_BET_KIND: "hubBets: kind names no table tagged @hubBet; the message lists the kinds there are.",
   UNKNOWN_PARAMETER: "GET /bets: a query parameter other than limit and before.",
   // Bets (dbSettleBet and every game settled through it)
   METADATA_TOO_LARGE: "A bet's metadata is larger than the hub stores (8192 bytes as JSON; extensions.limit says so).",
@@ -127,7 +128,7 @@ export const HubErrorCodes = {
   HUB_CLI_USAGE: "The command line does not fit the grammar of the `hub` tool, or `node dist/server.js` was given an argument (it takes none) (exit status 2).",
   HUB_CLI_FAILED: "A command of the tool failed for a reason its message fully explains: no such key, casino or player, a duplicate name (exit status 1).",
   HUB_ROUTE_CONFLICT: "A route or mount of configureApp takes a path the hub serves itself (the dashboard, /graphql, /graphiql), so it would never run; the message names both.",
-  HUB_PLUGIN_FAILED: "Building the GraphQL schema failed, usually in a plugin; the message names the file and line it was thrown at.",
+  HUB_PLUGIN_FAILED: "Building the GraphQL schema failed, usually in a plugin; the message names the file and line it was thrown at, or the plugin, the field and the type at fault (an unknown type in `typeDefs`, a resolver for an undeclared field, a mutation without a resolver).",
   HUB_PORT_IN_USE: "The server could not listen: the port is taken (or needs privileges); the message names the port and the setting to change.",
   HUB_POOL_SATURATED: "Every connection of a hub database pool stayed in use for the whole connection timeout (10 s): raised to the code that asked for one; a GraphQL client receives SERVER_BUSY.",
 } as const;

@@ -70,6 +70,12 @@ export interface ServerOptions {
   dashboard?: boolean | string;
   /** Serve Ruru (GraphiQL); default: on outside production. */
   graphiql?: boolean;
+  /**
+   * graphile's lenient mode: a recoverable schema error (a plugin's unknown
+   * type, a naming conflict) is logged and the part it affects left out,
+   * instead of stopping the start with HUB_PLUGIN_FAILED (default false).
+   */
+  lenientSchema?: boolean;
   /** Stop cleanly on SIGINT/SIGTERM; default true. */
   handleSignals?: boolean;
   /** Bounds on WebSocket (subscription) connections (README: Live updates). */
@@ -149,6 +155,7 @@ const OPTION_SCHEMAS: Record<keyof ServerOptions, object> = {
   perIdentityQueue: integerAtLeast(0),
   dashboard: checkedWithTheEnvironment,
   graphiql: trueOrFalse,
+  lenientSchema: trueOrFalse,
   handleSignals: trueOrFalse,
   websocket: WEBSOCKET_OPTION_SCHEMA,
   transfers: TRANSFER_OPTIONS_SCHEMA,

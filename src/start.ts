@@ -30,6 +30,7 @@ import type { BuiltInPath } from "../adapters/express.js";
 import { GRAPHQL_PATH } from "../adapters/graphql-path.js";
 import { HubError } from "./errors.js";
 import { listenFailed, schemaBuildFailed } from "./startup-errors.js";
+import { explainSchemaError } from "./graphql/plugin-checks.js";
 import { resolveTransferOptions } from "./transfers/options.js";
 import { startTransferWorker, type TransferWorker } from "./transfers/worker.js";
 import { serverStarted, serverStopped, type ServerState } from "./server-state.js";
@@ -295,6 +296,7 @@ function openGraphQLSide(server: ServerState, core: Core, pools: HubPools, optio
       superuserPool: pools.superuser,
       superuserPoolFor: identityLimiter.poolFor,
       graphiql: options.graphiql ?? config.nodeEnv !== "production",
+      lenientSchema: options.lenientSchema ?? false,
       log,
       maxRequestLength: MAX_BODY,
       limits: {
@@ -314,7 +316,8 @@ function openGraphQLSide(server: ServerState, core: Core, pools: HubPools, optio
     (result) => result.schema,
     (error: unknown) => {
       // Database errors carry a code and are reported as such; anything else came from a plugin's code.
-      throw typeof (error as { code?: unknown } | undefined)?.code === "string" ? error : schemaBuildFailed(error);
+      if (typeof (error as { code?: unknown } | undefined)?.code === "string") throw error;
+      throw explainSchemaError(error, options.plugins ?? defaultPlugins) ?? schemaBuildFailed(error);
     },
   );
   return { pgl, schema, identityLimiter, wsLimits, webSockets, requestInfo };

@@ -249,6 +249,39 @@ function dataException({ sqlstate, pgMessage, detail }: Fields): ClientInputErro
   }
 }
 
+/**
+ * The whole-amount checks of migration 0017 (0025 inlined them) and what they
+ * guard. Only the player's own balance is shown: the bankroll's size is the
+ * casino's business.
+ */
+const WHOLE_AMOUNT_CHECKS: Record<string, { what: string; shown: boolean }> = {
+  balance_amount_whole: { what: "the player's balance", shown: true },
+  bankroll_amount_whole: { what: "the house bankroll", shown: false },
+  bankroll_wagered_whole: { what: "the bankroll's wagered total", shown: false },
+  ledger_amount_delta_whole: { what: "a ledger row's amount", shown: false },
+  ledger_balance_after_whole: { what: "a ledger row's balance", shown: false },
+};
+
+/** The first fractional (or non-finite) number of "Failing row contains (…)", as Postgres printed it. */
+function fractionalValue(detail: string | undefined): string | undefined {
+  const row = detail ? /^Failing row contains \((.*)\)\.?$/s.exec(detail)?.[1] : undefined;
+  return row?.split(", ").find((value) => /^-?(\d+\.\d+(e[-+]?\d+)?|\d+e-\d+|NaN|Infinity)$/i.test(value) && !Number.isInteger(Number(value)));
+}
+
+/**
+ * A game that wrote a fraction into a balance or bankroll, typically a payout
+ * computed by multiplying (the original template's coinflip credits
+ * wager × 1.98 − wager) through the lock helpers: the amount, and the fix.
+ */
+function fractionalAmount({ sqlstate, detail, constraint, table }: Fields & { constraint: string }): ClientInputError {
+  const { what, shown } = WHOLE_AMOUNT_CHECKS[constraint]!;
+  const value = shown ? fractionalValue(detail) : undefined;
+  const message =
+    `Amounts are whole numbers of base units, and this would set ${what}${value ? ` to ${value}` : ""} (constraint "${constraint}"${table ? ` on ${table}` : ""}). ` +
+    "A payout computed by multiplying must be rounded down before it is written: Math.floor(wager * 1.98) - wager, not wager * 1.98 - wager.";
+  return { code: ErrorCode.INVALID_AMOUNT, message, sqlstate, constraint };
+}
+
 /** Class 23, integrity constraint violation: named by constraint and table, never by the key values. */
 function integrityViolation({ sqlstate, detail, constraint, table, column }: Fields): ClientInputError {
   const of = (name: string | undefined, prefix: string) => (name ? `${prefix}${name}` : "");
@@ -265,6 +298,7 @@ function integrityViolation({ sqlstate, detail, constraint, table, column }: Fie
       return violated(`${keyColumns(detail) ?? "A reference"} refers to ${missing ? `a row of ${missing}` : "a row"} that does not exist${named}${close}.`);
     }
     case "23514":
+      if (constraint && Object.hasOwn(WHOLE_AMOUNT_CHECKS, constraint)) return fractionalAmount({ sqlstate, detail, constraint, table, column, pgMessage: "", where: undefined });
       return violated(`A value is not allowed by a check${named}${close}.`);
     case "23502":
       return violated(`${column ?? "A column"}${of(table, " of ")} must not be null.`);

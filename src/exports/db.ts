@@ -8,3 +8,5 @@ export type { SettleBetInput, SettledBet } from "../money/settle.js";
 export { exactNet, isWholeAmount, MAX_AMOUNT } from "../money/exact.js";
 export { dbClaimIdempotencyKey, dbRecordIdempotentResult, MAX_IDEMPOTENCY_KEY_LENGTH, IDEMPOTENCY_KEY_RETENTION_HOURS } from "../money/idempotency.js";
 export type { IdempotencyClaim, IdempotentReplay } from "../money/idempotency.js";
+export { dbListBets } from "../money/bet-history.js";
+export type { BetHistoryFilter, BetHistoryRow } from "../money/bet-history.js";

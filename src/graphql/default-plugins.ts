@@ -2,6 +2,7 @@ import { context, inhibitOnNull, lambda } from "grafast";
 import { extendSchema, gql } from "graphile-utils";
 import type { Identity } from "../auth/identity.js";
 import { BetInterfacePlugin } from "./bet-interface.js";
+import { HubBetsPlugin } from "./bet-history.js";
 import { HubSessionPlugin, HubUserClientIdPlugin } from "./sessions.js";
 import { HubOperatorPlugin } from "./operator.js";
 import { HubOperatorCredentialsPlugin } from "./operator-credentials.js";
@@ -98,7 +99,7 @@ export const HubBalanceByCurrencyPlugin = extendSchema((build) => {
 
 /** The hub's own plugins; keep them with `plugins: [...defaultPlugins, MyPlugin]`. */
 export const defaultPlugins: GraphileConfig.Plugin[] = [
-  HubCurrentIdentityPlugin, HubBalanceByCurrencyPlugin, HubUserClientIdPlugin, BetInterfacePlugin, HubSessionPlugin, HubOperatorPlugin,
+  HubCurrentIdentityPlugin, HubBalanceByCurrencyPlugin, HubUserClientIdPlugin, BetInterfacePlugin, HubBetsPlugin, HubSessionPlugin, HubOperatorPlugin,
   HubOperatorCredentialsPlugin, HubLiveAlertsPlugin, HubHashChainPlugin, HubOutcomeInputPlugin, HubTransfersPlugin, HubChatPlugin,
   ...originalSurfacePlugins, HubFaucetPlugin,
 ];

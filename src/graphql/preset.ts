@@ -51,6 +51,12 @@ export interface PresetInput {
   pubsub?: LiveNotifications | null;
   /** Ping interval and pong deadline of WebSocket connections, ms (0 = none). */
   websocketKeepaliveMs?: number;
+  /**
+   * true: graphile's lenient mode, where a recoverable schema error (a plugin's
+   * unknown type, a naming conflict) is logged and the part it affects left out;
+   * false (default): it stops the start (HUB_PLUGIN_FAILED).
+   */
+  lenientSchema?: boolean;
   /** The server the schema is built for (src/server-state.ts); default, one of its own with this log. */
   server?: ServerState;
 }
@@ -101,6 +107,11 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
       HubGameResultTypesPlugin,
       ...input.plugins,
     ],
+    schema: {
+      // A recoverable error (a plugin's unknown type, a naming conflict) leaves parts of the schema out:
+      // it stops the start unless the operator asked for graphile's lenient mode.
+      dontSwallowErrors: !input.lenientSchema,
+    },
     pgServices: [
       (input.pipelinedPg ? makePipelinedPgService : makePgService)({
         pool: input.graphqlPool,
