@@ -11,6 +11,6 @@ import { serverOptions } from "./options.js";
 
 await startAndListen({
   ...serverOptions,
-  // Written at each start, for GraphQL code generators.
-  exportSchemaSDLPath: "schema.graphql",
+  // Written at each start outside production, for GraphQL code generators (a production image's folder is read-only).
+  ...(process.env.NODE_ENV === "production" ? {} : { exportSchemaSDLPath: "schema.graphql" }),
 }).catch(exitOnStartFailure);
