@@ -170,6 +170,18 @@ t.test("hub init: a project from the packed hub installs, serves with npm start,
     t.match(output, /"msg":"stopped"/, "the server stops cleanly on SIGTERM (and its Postgres with it)");
   });
 
+  await t.test("npx hub db reset empties the project's development database", async (t) => {
+    const created = await run(npm, ["exec", "--", "hub", "api-key", "create"], dir, 120_000);
+    t.equal(created.code, 0, `hub api-key create:\n${created.output}`);
+    const listed = await run(npm, ["exec", "--", "hub", "api-key", "list", "--json"], dir, 120_000);
+    t.match(listed.output, /\[\{"id":/, "a row before");
+    const reset = await run(npm, ["exec", "--", "hub", "db", "reset", "--yes"], dir, 120_000);
+    t.equal(reset.code, 0, `hub db reset --yes:\n${reset.output}`);
+    t.match(reset.output, new RegExp(`reset the development database "hub" in ${path.join(dir, ".hub")}`));
+    const after = await run(npm, ["exec", "--", "hub", "api-key", "list", "--json"], dir, 120_000);
+    t.match(after.output, /^\[\]$/m, "none after");
+  });
+
   await t.test("npm run dev restarts on a change under src/ and under migrations/", async (t) => {
     const child = spawn(npm, ["run", "dev"], { cwd: dir, env: userEnv({ PORT: "0" }), stdio: ["ignore", "pipe", "pipe"], detached: true });
     const exited = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)));
