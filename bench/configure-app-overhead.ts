@@ -45,7 +45,7 @@ function start(withApp: boolean, dataDir: string): Promise<{ child: ChildProcess
   const local = path.join(process.cwd(), `.bench-${withApp ? "app" : "bare"}.mjs`);
   fs.copyFileSync(file, local);
   const child = spawn(process.execPath, [local], {
-    env: { ...process.env, DATA_DIR: dataDir, NODE_ENV: "production", GRAPHILE_ENV: "production", LOG_LEVEL: "warn" },
+    env: { ...process.env, DATA_DIR: dataDir, NODE_ENV: "production", HUB_EMBEDDED_POSTGRES: "on", GRAPHILE_ENV: "production", LOG_LEVEL: "warn" },
     stdio: ["ignore", "pipe", "inherit"],
   });
   track(child);

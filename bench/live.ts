@@ -83,7 +83,7 @@ function startHub(dataDir: string): Promise<Hub> {
   const flags = opts["hub-node-options"] !== undefined ? opts["hub-node-options"].split(" ").filter(Boolean) : NODE_FLAGS;
   const child = spawn(process.execPath, ["--expose-gc", ...flags, ...snapshots, "--import", path.join(ROOT, "bench/lib/gc-on-signal.mjs"), path.join(ROOT, "dist/server.js")], {
     cwd: ROOT,
-    env: { ...process.env, NODE_ENV: "production", HUB_EXAMPLES: "off", HUB_DATA_DIR: dataDir, PORT: "0", LOG_LEVEL: "info", LOG_PRETTY: "false" },
+    env: { ...process.env, NODE_ENV: "production", HUB_EMBEDDED_POSTGRES: "on", HUB_EXAMPLES: "off", HUB_DATA_DIR: dataDir, PORT: "0", LOG_LEVEL: "info", LOG_PRETTY: "false" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   track(child);

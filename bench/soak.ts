@@ -94,7 +94,7 @@ for (const name of ["DATABASE_URL", "SUPERUSER_DATABASE_URL", "HUB_CONFIG", "HUB
 // heap-on-signal: SIGUSR2 makes the server collect and print its live heap.
 const child = spawn(process.execPath, ["--trace-gc", "--expose-gc", "--import", path.join(ROOT, "bench/lib/heap-on-signal.mjs"), path.join(ROOT, "dist/server.js")], {
   cwd: ROOT,
-  env: { ...env, NODE_ENV: "production", LOG_LEVEL: "warn", HUB_DATA_DIR: dataDir, PORT: String(port), HOST: "127.0.0.1" },
+  env: { ...env, NODE_ENV: "production", HUB_EMBEDDED_POSTGRES: "on", LOG_LEVEL: "warn", HUB_DATA_DIR: dataDir, PORT: String(port), HOST: "127.0.0.1" },
   stdio: ["ignore", "pipe", "pipe"],
 });
 let serverOutput = "";

@@ -1,5 +1,5 @@
 import path from "node:path";
-import { configInvalid, optionInvalid, type HubError } from "./errors.js";
+import { configInvalid, HubError, optionInvalid } from "./errors.js";
 import * as parse from "./parse.js";
 import type { Parsed } from "./parse.js";
 import { DEFAULT_SOCKET_REBALANCE, socketRebalanceOption, type SocketRebalance } from "./live/rebalance-options.js";
@@ -26,6 +26,8 @@ export interface HubConfig {
   logLevel: LogLevel;
   /** Absolute path; holds the embedded database when no URL is set. */
   dataDir: string;
+  /** HUB_EMBEDDED_POSTGRES: whether the embedded Postgres may run when no URL is set (default: outside production only). */
+  embeddedPostgres: boolean;
   /** hubCreatePlaygroundSession in the schema: on by default with the embedded database, outside production. */
   playground: boolean;
   /** GraphQL introspection: on by default outside production. */
@@ -93,6 +95,7 @@ export const RULES = {
     env: (raw) => (raw === "auto" ? { value: undefined } : raw === "on" || raw === "off" ? parse.onOff(raw) : { expected: "on, off or auto" }),
     option_: parse.boolean,
   } as Rule<boolean | undefined>,
+  embeddedPostgres: { variable: "HUB_EMBEDDED_POSTGRES", option: "embeddedPostgres", env: parse.onOff, option_: parse.boolean } as Rule<boolean>,
   introspection: { variable: "HUB_INTROSPECTION", option: "introspection", env: parse.onOff, option_: parse.boolean } as Rule<boolean>,
   // The operator's dashboard: on (at /admin), off, or moved to another path.
   dashboard: {
@@ -174,6 +177,7 @@ export function readConfig(env: Env = process.env, options: ConfigOptions = {}):
 
   const nodeEnv = pick("nodeEnv")?.value ?? "development";
   const { databaseUrl, superuserDatabaseUrl, databaseUrlVariable } = databaseUrls(env, options, pick);
+  const embeddedPostgres = embeddedAllowed(nodeEnv, databaseUrl, pick("embeddedPostgres"));
   const host = pick("host")?.value;
   const dataDir = pick("dataDir")?.value;
   const config: HubConfig = {
@@ -186,6 +190,7 @@ export function readConfig(env: Env = process.env, options: ConfigOptions = {}):
     nodeEnv,
     logLevel: pick("logLevel")?.value ?? (nodeEnv === "test" ? "warn" : "info"),
     dataDir: path.resolve(dataDir ?? ".hub"),
+    embeddedPostgres,
     introspection: pick("introspection")?.value ?? nodeEnv !== "production",
     dashboard: pick("dashboard")?.value ?? DEFAULT_DASHBOARD_PATH,
     // Anyone can mint playground players: never on in production unless asked for.
@@ -200,6 +205,25 @@ export function readConfig(env: Env = process.env, options: ConfigOptions = {}):
   };
   checkHealthPaths(config, (key) => pick(key)?.source);
   return config;
+}
+
+/**
+ * Production without database URLs would otherwise start, without a word, on
+ * a Postgres inside this machine's data dir, listening on 0.0.0.0: refused
+ * unless HUB_EMBEDDED_POSTGRES (or the option) asks for exactly that.
+ */
+function embeddedAllowed(nodeEnv: HubConfig["nodeEnv"], databaseUrl: string | undefined, chosen: { value: boolean; source: Source } | undefined): boolean {
+  const allowed = chosen?.value ?? nodeEnv !== "production";
+  if (databaseUrl !== undefined || allowed) return allowed;
+  const why = chosen
+    ? `${nameOf(RULES.embeddedPostgres, chosen.source)} is ${chosen.source === "option" ? "false" : "off"}`
+    : "NODE_ENV is production";
+  throw new HubError(
+    "HUB_DATABASE_REQUIRED",
+    `No database is configured and ${why}, so the embedded Postgres is not started. Set DATABASE_URL and SUPERUSER_DATABASE_URL ` +
+      `(postgres:// URLs of your Postgres: the GraphQL connection and the superuser one), or set HUB_EMBEDDED_POSTGRES=on ` +
+      `(option embeddedPostgres: true) to run the embedded Postgres in HUB_DATA_DIR on this machine.`,
+  );
 }
 
 /**

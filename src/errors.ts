@@ -119,6 +119,7 @@ export const HubErrorCodes = {
   HUB_DB_ROLE: "The GraphQL connection's user cannot switch to app_postgraphile and the hub could not grant it; the message prints the GRANT to run.",
   HUB_DB_CONNECT: "A database connection failed or was lost during start-up.",
   HUB_DB_TLS: "A database URL asks for TLS and the server's certificate did not verify against its CA (sslrootcert), or a TLS file it names cannot be read; the message names the variable and the file.",
+  HUB_DATABASE_REQUIRED: "No database URL is set where the embedded Postgres is not allowed (NODE_ENV=production, or HUB_EMBEDDED_POSTGRES=off); the message names DATABASE_URL, SUPERUSER_DATABASE_URL and HUB_EMBEDDED_POSTGRES.",
   HUB_EMBEDDED_PG: "The embedded Postgres could not be initialised, started or shared.",
   HUB_MIGRATION_FAILED: "A migration failed, is not valid UTF-8, or has a hub:replaces-checksum line that names no checksum; nothing of it was applied.",
   HUB_MIGRATION_CHANGED: "A migration already applied has changed since, and does not declare the text it replaces (hub:replaces-checksum).",

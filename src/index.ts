@@ -1,6 +1,7 @@
 import "./prelude.js";
 
 export { startAndListen, type RunningServer } from "./start.js";
+export { exitOnStartFailure, formatStartFailure } from "./start-failure.js";
 export { defaultPlugins, HubCurrentIdentityPlugin } from "./graphql/default-plugins.js";
 export { BetInterfacePlugin } from "./graphql/bet-interface.js";
 export type { ServerOptions, ConfigureApp, ConfigureAppArgs, ConfigureAppArgument } from "./options.js";

@@ -51,6 +51,8 @@ export interface ServerOptions {
   maxQueryAliases?: number;
   /** Most field selections once fragments are expanded (default 1000). */
   maxQuerySelections?: number;
+  /** Allow the embedded Postgres when no database URL is set (default: HUB_EMBEDDED_POSTGRES, else only outside production). */
+  embeddedPostgres?: boolean;
   /** Allow introspection (default: HUB_INTROSPECTION, else on outside production). */
   introspection?: boolean;
   /** Postgres statement_timeout for GraphQL requests, ms (default 10000; 0 = none). */
@@ -147,6 +149,7 @@ const OPTION_SCHEMAS: Record<keyof ServerOptions, object> = {
   maxQueryDepth: integerAtLeast(1),
   maxQueryAliases: integerAtLeast(0),
   maxQuerySelections: integerAtLeast(1),
+  embeddedPostgres: checkedWithTheEnvironment,
   introspection: checkedWithTheEnvironment,
   statementTimeoutMs: wholeMilliseconds,
   requestTimeoutMs: wholeMilliseconds,

@@ -13,7 +13,7 @@ import { tmpDir } from "./helpers/tmp.js";
 
 const SETTINGS_VARIABLES = [
   "PORT", "HOST", "LOG_LEVEL", "HUB_DATA_DIR", "DATABASE_URL", "SUPERUSER_DATABASE_URL", "HUB_PLAYGROUND", "HUB_INTROSPECTION", "POSTGRAPHILE_DATABASE_URL", "LOG_PRETTY", "HUB_DASHBOARD",
-  "HUB_MAX_CONNECTIONS", "DIRECT_DATABASE_URL", "HUB_DATABASE_POOLER",
+  "HUB_MAX_CONNECTIONS", "DIRECT_DATABASE_URL", "HUB_DATABASE_POOLER", "HUB_EMBEDDED_POSTGRES",
 ];
 
 /** startAndListen with these environment variables (and no other setting variable) in place. */
@@ -85,6 +85,7 @@ const cases: Case[] = [
     expected: /a postgres:\/\/ URL whenever (SUPERUSER_DATABASE_URL|"superuserDatabaseUrl") is set; unset both to use the embedded database/,
   },
   { rule: "playground: on/off", option: { playground: "yes" }, env: { HUB_PLAYGROUND: "yes" }, names: ["playground", "HUB_PLAYGROUND"], expected: /on, off or auto/, optionExpected: /true or false/ },
+  { rule: "embeddedPostgres: on/off", option: { embeddedPostgres: "yes" }, env: { HUB_EMBEDDED_POSTGRES: "yes" }, names: ["embeddedPostgres", "HUB_EMBEDDED_POSTGRES"], expected: /on or off/, optionExpected: /true or false/ },
   { rule: "introspection: on/off", option: { introspection: 1 }, env: { HUB_INTROSPECTION: "1" }, names: ["introspection", "HUB_INTROSPECTION"], expected: /on or off/, optionExpected: /true or false/ },
   { rule: "dashboard: on/off or a path", option: { dashboard: "admin" }, env: { HUB_DASHBOARD: "admin" }, names: ["dashboard", "HUB_DASHBOARD"], expected: /^on, off or a path such as \/admin/, optionExpected: /^true, false or a path such as \/admin/ },
   { rule: "maxConnections: an integer >= 1", option: { maxConnections: 0 }, env: { HUB_MAX_CONNECTIONS: "0" }, names: ["maxConnections", "HUB_MAX_CONNECTIONS"], expected: /^an integer >= 1\.$/ },

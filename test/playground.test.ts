@@ -317,20 +317,20 @@ const CREATE = `mutation { hubCreatePlaygroundSession(input: { userClientId: "${
 t.test("production: the playground is off unless enabled, and a warning is logged when it is on", async (t) => {
   // Its own embedded cluster (one, for the four starts): the playground's default depends on the database being the embedded one.
   const dataDir = tmpDir(t);
-  const off = await serverProcess(t, dataDir, { NODE_ENV: "production" });
+  const off = await serverProcess(t, dataDir, { NODE_ENV: "production", HUB_EMBEDDED_POSTGRES: "on" });
   const res = await gql(off.url, CREATE);
   t.match(res.body.errors?.[0]?.message, /Cannot query field "hubCreatePlaygroundSession"/, "off by default, even with the embedded database");
   t.notMatch(off.output(), /playground is on/, "no warning when off");
   t.equal(await stopProcess(off), 0);
 
-  const on = await serverProcess(t, dataDir, { NODE_ENV: "production", HUB_PLAYGROUND: "on" });
+  const on = await serverProcess(t, dataDir, { NODE_ENV: "production", HUB_EMBEDDED_POSTGRES: "on", HUB_PLAYGROUND: "on" });
   t.match(on.output(), WARNING, "HUB_PLAYGROUND=on in production: a warning at start");
   t.match((await gql(on.url, CREATE)).body, { data: { hubCreatePlaygroundSession: { user: { uname: /^player-/ } } } }, "and the playground works");
   t.equal(await stopProcess(on), 0);
 
   const config = path.join(tmpDir(t), "playground-on.mjs");
   fs.writeFileSync(config, "export default { playground: true };\n");
-  const option = await serverProcess(t, dataDir, { NODE_ENV: "production", HUB_CONFIG: config });
+  const option = await serverProcess(t, dataDir, { NODE_ENV: "production", HUB_EMBEDDED_POSTGRES: "on", HUB_CONFIG: config });
   t.match(option.output(), WARNING, "the playground option in production: the same warning");
   t.same((await gql(option.url, CREATE)).body.errors, undefined);
   t.equal(await stopProcess(option), 0);

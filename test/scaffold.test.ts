@@ -10,6 +10,7 @@ import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import t from "tap";
+import type * as Tap from "tap";
 import { runCli } from "./helpers/cli.js";
 import { ROOT, nodeTestSummary } from "./helpers/process.js";
 import { tmpDir } from "./helpers/tmp.js";
@@ -93,9 +94,16 @@ t.test("hub init: a project from the packed hub installs, serves with npm start,
   for (const file of ["package.json", "src/index.ts", "src/dice.ts", "src/options.ts", "migrations/001-dice.sql", "test/dice.test.ts", ".env.example", ".gitignore", "README.md", "tsconfig.json"]) {
     t.ok(fs.existsSync(path.join(dir, file)), `wrote ${file}`);
   }
-  const manifest = JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8")) as { name: string; dependencies: Record<string, string> };
+  const manifest = JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8")) as { name: string; dependencies: Record<string, string>; devDependencies: Record<string, string> };
   t.equal(manifest.name, "my-game");
   t.equal(manifest.dependencies["@hubpkg/hub"], `file:${tarball}`);
+  const hubManifest = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8")) as { dependencies: Record<string, string>; devDependencies: Record<string, string> };
+  t.same(
+    { "graphql-ws": manifest.dependencies["graphql-ws"], ws: manifest.dependencies.ws, "@types/ws": manifest.devDependencies["@types/ws"] },
+    { "graphql-ws": hubManifest.dependencies["graphql-ws"], ws: hubManifest.dependencies.ws, "@types/ws": hubManifest.devDependencies["@types/ws"] },
+    "what the live-updates client imports, pinned to the hub's own versions",
+  );
+  for (const file of ["Dockerfile", ".dockerignore", "tsconfig.build.json"]) t.ok(fs.existsSync(path.join(dir, file)), `wrote ${file}`);
 
   const install = await run(npm, ["install", "--prefer-offline", "--no-audit", "--no-fund"], dir, 480_000);
   t.equal(install.code, 0, `npm install:\n${install.output}`);
@@ -162,6 +170,95 @@ t.test("hub init: a project from the packed hub installs, serves with npm start,
     t.match(output, /"msg":"stopped"/, "the server stops cleanly on SIGTERM (and its Postgres with it)");
   });
 
+  await t.test("npx hub db reset empties the project's development database", async (t) => {
+    const created = await run(npm, ["exec", "--", "hub", "api-key", "create"], dir, 120_000);
+    t.equal(created.code, 0, `hub api-key create:\n${created.output}`);
+    const listed = await run(npm, ["exec", "--", "hub", "api-key", "list", "--json"], dir, 120_000);
+    t.match(listed.output, /\[\{"id":/, "a row before");
+    const reset = await run(npm, ["exec", "--", "hub", "db", "reset", "--yes"], dir, 120_000);
+    t.equal(reset.code, 0, `hub db reset --yes:\n${reset.output}`);
+    t.match(reset.output, new RegExp(`reset the development database "hub" in ${path.join(dir, ".hub")}`));
+    const after = await run(npm, ["exec", "--", "hub", "api-key", "list", "--json"], dir, 120_000);
+    t.match(after.output, /^\[\]$/m, "none after");
+  });
+
+  await t.test("npm run dev restarts on a change under src/ and under migrations/", async (t) => {
+    const child = spawn(npm, ["run", "dev"], { cwd: dir, env: userEnv({ PORT: "0" }), stdio: ["ignore", "pipe", "pipe"], detached: true });
+    const exited = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)));
+    t.teardown(async () => {
+      if (child.exitCode === null) process.kill(-child.pid!, "SIGTERM");
+      await exited;
+    });
+    let output = "";
+    let waiting: { from: number; resolve: () => void } | undefined;
+    // A restart after `from`, then the restarted server's listening line (one save may fire more than one restart).
+    const restarted = (from: number) => /Restarting 'src\/index\.ts'[\s\S]*hub listening on/.test(output.slice(from));
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (waiting && restarted(waiting.from)) waiting.resolve();
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", onData);
+    const waitFor = (what: string, test: () => boolean, from: number) =>
+      new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`${what} within 180 s:\n${output}`)), 180_000);
+        waiting = { from, resolve: () => (clearTimeout(timer), resolve()) };
+        if (test()) waiting.resolve();
+      });
+    const listening = /hub listening on/;
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`npm run dev did not listen within 180 s:\n${output}`)), 180_000);
+      const check = () => (listening.test(output) ? (clearTimeout(timer), child.stdout.off("data", check), resolve()) : undefined);
+      child.stdout.on("data", check);
+      check();
+    });
+    let from = output.length;
+    fs.appendFileSync(path.join(dir, "src", "dice.ts"), "// touched by the test\n");
+    await waitFor("no restart after a change in src/", () => restarted(from), from);
+    t.pass("a change in src/: Node restarted the server, which listens again");
+    from = output.length;
+    fs.writeFileSync(path.join(dir, "migrations", "002-note.sql"), "create table app.note (id int primary key);\n");
+    await waitFor("no restart after a new migration", () => restarted(from), from);
+    t.pass("a new file in migrations/: restarted again");
+    process.kill(-child.pid!, "SIGTERM");
+    await exited;
+  });
+
+  await t.test("npm start in production without database URLs: one block, no stack; LOG_LEVEL=debug adds it", async (t) => {
+    const refused = await run(npm, ["start"], dir, 120_000, userEnv({ NODE_ENV: "production" }));
+    t.not(refused.code, 0, "a non-zero exit status");
+    t.match(refused.output, /hub: No database is configured and NODE_ENV is production.*DATABASE_URL and SUPERUSER_DATABASE_URL.*\[HUB_DATABASE_REQUIRED\]\n/);
+    t.notMatch(refused.output, /\n\s+at \S/, "no stack");
+    t.notMatch(refused.output, /\[cause\]|\^\n/, "no uncaught exception's dump");
+    const debug = await run(npm, ["start"], dir, 120_000, userEnv({ NODE_ENV: "production", LOG_LEVEL: "debug" }));
+    t.not(debug.code, 0);
+    t.match(debug.output, /\[HUB_DATABASE_REQUIRED\]\nHubError: No database is configured/);
+    t.match(debug.output, /\n\s+at \S/, "the stack");
+  });
+
+  await t.test("docs/live-updates.md's client example type-checks in the project", async (t) => {
+    const page = fs.readFileSync(path.join(ROOT, "docs", "live-updates.md"), "utf8");
+    const example = [...page.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!).find((code) => code.includes('from "graphql-ws"'));
+    t.ok(example, "the example that imports graphql-ws");
+    const file = path.join(dir, "src", "live-client.ts");
+    fs.writeFileSync(file, example!);
+    const check = await run(npm, ["run", "typecheck"], dir, 180_000);
+    fs.rmSync(file);
+    t.equal(check.code, 0, `npm run typecheck with the example:\n${check.output}`);
+  });
+
+  await t.test("the Dockerfile's steps run in order (each RUN's command in a copy; no Docker daemon)", async (t) => {
+    const final = await runDockerfile(t, dir, path.join(work, "docker"));
+    if (!final) return;
+    t.ok(fs.existsSync(path.join(final.dir, "dist", "index.js")), "the runtime stage has the compiled dist/index.js");
+    t.notOk(fs.existsSync(path.join(final.dir, "node_modules", "typescript")), "and no dev dependency");
+    t.same(final.cmd.slice(0, 1), ["node"]);
+    // Its CMD, as `docker run` without the URLs would run it: the one block, from the compiled code.
+    const started = await run(final.cmd[0]!, final.cmd.slice(1), final.dir, 120_000, final.env);
+    t.equal(started.code, 1, started.output);
+    t.match(started.output, /^hub: No database is configured and NODE_ENV is production.*\[HUB_DATABASE_REQUIRED\]\n$/);
+  });
+
   await t.test("npm test passes", async (t) => {
     // The project's test kit gets a cluster of its own in the temporary folder (not the one this
     // repository's tests share), stopped by its watchdog a second after the tests end.
@@ -179,6 +276,53 @@ t.test("hub init: a project from the packed hub installs, serves with npm start,
     t.equal(check.code, 0, `npm run typecheck:\n${check.output}`);
   });
 });
+
+/**
+ * The Dockerfile's instructions done without Docker, to check that its steps
+ * work in their order: each stage is a folder standing for its WORKDIR, COPY
+ * copies files (from the project, or --from an earlier stage's folder), ENV
+ * sets a variable for what follows, RUN runs its shell command there. It does
+ * not check the base image, USER or anything else Docker itself does.
+ */
+async function runDockerfile(t: Tap.Test, project: string, work: string): Promise<{ dir: string; cmd: string[]; env: NodeJS.ProcessEnv } | undefined> {
+  const stages = new Map<string, { dir: string; workdir: string }>();
+  let stage = { dir: "", workdir: "/" };
+  let env = userEnv();
+  let cmd: string[] = [];
+  const lines = fs.readFileSync(path.join(project, "Dockerfile"), "utf8").split("\n").map((l) => l.trim()).filter((l) => l !== "" && !l.startsWith("#"));
+  for (const line of lines) {
+    const [instruction, ...words] = line.split(/\s+/);
+    const rest = line.slice(instruction!.length).trim();
+    if (instruction === "FROM") {
+      stage = { dir: path.join(work, `stage-${stages.size}`), workdir: "/" };
+      fs.mkdirSync(stage.dir, { recursive: true });
+      stages.set(/\sAS\s+(\S+)/i.exec(line)?.[1] ?? String(stages.size), stage);
+      env = userEnv();
+    } else if (instruction === "WORKDIR") stage.workdir = rest;
+    else if (instruction === "ENV") env = { ...env, [rest.split("=")[0]!]: rest.split("=").slice(1).join("=") };
+    else if (instruction === "CMD") cmd = JSON.parse(rest) as string[];
+    else if (instruction === "COPY") {
+      const from = words[0]!.startsWith("--from=") ? stages.get(words.shift()!.slice("--from=".length))! : undefined;
+      const target = path.join(stage.dir, words.pop()!);
+      for (const source of words) {
+        const base = from ? path.join(from.dir, path.relative(from.workdir, source)) : path.join(project, source);
+        // A wildcard that matches nothing copies nothing (the other sources of the line still count).
+        const matches = source.includes("*")
+          ? fs.readdirSync(path.dirname(base)).filter((n) => new RegExp(`^${path.basename(base).replace(/\./g, "\\.").replace(/\*/g, ".*")}$`).test(n)).map((n) => path.join(path.dirname(base), n))
+          : [base];
+        for (const match of matches) {
+          const into = target.endsWith(path.sep) || words.length > 1 ? path.join(target, path.basename(match)) : target;
+          fs.cpSync(match, into, { recursive: true });
+        }
+      }
+    } else if (instruction === "RUN") {
+      const step = await run("sh", ["-c", rest], stage.dir, 480_000, env);
+      t.equal(step.code, 0, step.code === 0 ? `RUN ${rest}` : `RUN ${rest}:\n${step.output.slice(-4000)}`);
+      if (step.code !== 0) return undefined;
+    }
+  }
+  return { dir: stage.dir, cmd, env };
+}
 
 t.test("hub init refuses a folder that is not empty, and a missing DIR", async (t) => {
   const dir = tmpDir(t, "hub-scaffold-");

@@ -14,7 +14,7 @@ export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "
 export const NODE_FLAGS: string[] = (process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean);
 
 /** Settings every server process of the bench runs with (issue 6: production planner, quiet logs). */
-export const SERVER_ENV = { NODE_ENV: "production", GRAPHILE_ENV: "production", LOG_LEVEL: "warn" } as const;
+export const SERVER_ENV = { NODE_ENV: "production", HUB_EMBEDDED_POSTGRES: "on", GRAPHILE_ENV: "production", LOG_LEVEL: "warn" } as const;
 
 /**
  * The environment of a server process: ours without anything that would point

@@ -18,6 +18,7 @@ import { migrate } from "../db/migrate.js";
 import { HubError } from "../errors.js";
 import { createLogger, type Logger } from "../logger.js";
 import { CliFailure, run, runInit } from "./cli/commands.js";
+import { confirmReset, resetEmbeddedDatabase } from "./cli/db-reset.js";
 import { commandList, parseCommand, USAGE, type Command } from "./cli/grammar.js";
 
 /** One line, whatever the source of the message. */
@@ -101,9 +102,16 @@ async function main(argv: string[]): Promise<number> {
   try {
     const config = readConfig();
     const log = cliLogger(process.env.LOG_LEVEL ? config.logLevel : "warn");
-    opening = openDatabase(config, log);
+    const reset = command.name === "db reset";
+    if (command.name === "db reset") await confirmReset(command, config);
+    // db reset: always the embedded database of the data dir, whatever URL is set.
+    opening = openDatabase(reset ? { ...config, databaseUrl: undefined, superuserDatabaseUrl: undefined } : config, log);
     const db = await opening;
     if (interrupted) return 1;
+    if (command.name === "db reset") {
+      await resetEmbeddedDatabase(db);
+      return 0;
+    }
     // Straight to Postgres when a pooler is in the way: migrate() holds a session's advisory lock.
     pool = await connect(config.directDatabaseUrl ?? db.superuserUrl, log);
     // The CLI does not know the application's userDatabaseMigrationsPath, so

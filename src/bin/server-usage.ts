@@ -14,6 +14,10 @@ variables, read at start-up (docs/configuration.md):
 
   DATABASE_URL, SUPERUSER_DATABASE_URL
                    Postgres to use; both unset: the embedded Postgres
+                   (refused in production unless HUB_EMBEDDED_POSTGRES=on)
+  HUB_EMBEDDED_POSTGRES
+                   on or off: the embedded Postgres allowed without the URLs
+                   (default on, except in production)
   DIRECT_DATABASE_URL, HUB_DATABASE_POOLER
                    behind a transaction pooler (PgBouncer): transaction, and
                    a superuser URL straight to Postgres (docs/deployment.md)
@@ -21,7 +25,8 @@ variables, read at start-up (docs/configuration.md):
   HUB_DATA_DIR     the embedded Postgres's data (default ./.hub)
   PORT, HOST       where to listen (default 4000 on 127.0.0.1; 0.0.0.0 in production)
   NODE_ENV         development (default), production or test
-  LOG_LEVEL        fatal, error, warn, info (default), debug, trace or silent
+  LOG_LEVEL        fatal, error, warn, info (default), debug, trace or silent;
+                   debug or trace: a failed start prints its stack too
   LOG_PRETTY       true or false (default: pretty in a development terminal)
   HUB_PLAYGROUND, HUB_INTROSPECTION, HUB_DASHBOARD
                    on or off (HUB_DASHBOARD: or the path to serve it at)

@@ -8,6 +8,7 @@ import { readConfig } from "../config.js";
 import { prewarmDatabase, type PrewarmedDatabase } from "../db/database.js";
 import { createLogger } from "../logger.js";
 import { HubError } from "../errors.js";
+import { exitOnStartFailure } from "../start-failure.js";
 import { optionsFromEnvironment } from "./environment-options.js";
 import { SERVER_USAGE, serverArguments } from "./server-usage.js";
 
@@ -40,10 +41,5 @@ try {
   // A Postgres started early and never adopted (the options failed first) must
   // not outlive us: an initdb still writing into the data dir, or a postmaster.
   await prewarmed?.discard().catch(() => undefined);
-  if (error instanceof HubError) {
-    process.stderr.write(`hub: ${error.message} [${error.code}]\n`);
-  } else {
-    process.stderr.write(`hub: failed to start: ${(error as Error)?.stack ?? String(error)}\n`);
-  }
-  process.exit(1);
+  exitOnStartFailure(error);
 }

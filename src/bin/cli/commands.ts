@@ -192,7 +192,7 @@ export function runInit(command: Extract<Runnable, { name: "init" }>): void {
 }
 
 /** The commands that work on the database. */
-export async function run(command: Exclude<Runnable, { name: "init" }>, pool: pg.Pool): Promise<void> {
+export async function run(command: Exclude<Runnable, { name: "init" | "db reset" }>, pool: pg.Pool): Promise<void> {
   switch (command.name) {
     case "api-key create": {
       const { key, id } = await createApiKey(pool);

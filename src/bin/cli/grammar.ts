@@ -21,6 +21,12 @@ Commands:
                               tarball or a version (default: what the
                               project running this hub depends on, or
                               this checkout's folder). No database needed.
+  db reset [--yes] [--force]  Drop and recreate the embedded development
+                              database in HUB_DATA_DIR (default ./.hub):
+                              every table and row goes; migrations run again
+                              at the next start. Asks first unless --yes.
+                              Refused while DATABASE_URL is set (your server
+                              uses that database) unless --force.
   api-key create              Create an operator API key.
                               Send it as "Authorization: apikey:<key>".
   api-key list [--json]       List API keys: id, created_at, last_used_at,
@@ -53,6 +59,8 @@ Commands:
 
 Options:
   --json                      (api-key list, transfers list) Print JSON instead of a table.
+  --yes                       (db reset) Do not ask for confirmation.
+  --force                     (db reset) Reset the embedded database even with DATABASE_URL set.
   -h, --help                  Show this help.
 
 The last line of standard output is the result: the credential (printed
@@ -69,6 +77,7 @@ export type Command =
   | { name: "help" }
   | { name: "none" }
   | { name: "init"; dir: string; hub: string | undefined }
+  | { name: "db reset"; yes: boolean; force: boolean }
   | { name: "api-key create" }
   | { name: "api-key list"; json: boolean }
   | { name: "transfers list"; json: boolean }
@@ -152,11 +161,15 @@ const VALUE_OPTIONS = {
 } satisfies Record<string, ValueOption>;
 
 type ValueOptionName = keyof typeof VALUE_OPTIONS;
-type OptionName = ValueOptionName | "json";
+/** Options that take no value: present or not. */
+const FLAG_OPTIONS = ["json", "yes", "force"] as const;
+type FlagOptionName = (typeof FLAG_OPTIONS)[number];
+const isFlagOption = (name: string): name is FlagOptionName => (FLAG_OPTIONS as readonly string[]).includes(name);
+type OptionName = ValueOptionName | FlagOptionName;
 const VALUE_OPTION_NAMES = Object.keys(VALUE_OPTIONS) as ValueOptionName[];
 const isValueOption = (name: string): name is ValueOptionName => Object.hasOwn(VALUE_OPTIONS, name);
 
-/** The options' values once checked: parsed values, and true for --json. */
+/** The options' values once checked: parsed values, and true or false for a flag. */
 type Values = Partial<Record<OptionName, unknown>>;
 
 interface CommandSpec {
@@ -179,6 +192,7 @@ const COMMAND_SPECS: Record<CommandName, CommandSpec> = {
     argument: { placeholder: "DIR", what: "the folder to write the project into, new or empty" },
     build: (v, dir) => ({ name: "init", dir: str(dir), hub: optionalStr(v.hub) }),
   },
+  "db reset": { options: ["yes", "force"], build: (v) => ({ name: "db reset", yes: v.yes === true, force: v.force === true }) },
   "api-key create": { options: [], build: () => ({ name: "api-key create" }) },
   "api-key list": { options: ["json"], build: (v) => ({ name: "api-key list", json: v.json === true }) },
   "api-key revoke": {
@@ -249,7 +263,7 @@ function either(items: string[]): string {
 export const commandList = () => either(COMMANDS.map((c) => `"${c}"`));
 
 function optionList(command: CommandName | undefined): string {
-  const options = command ? COMMAND_SPECS[command].options : [...VALUE_OPTION_NAMES, "json"];
+  const options = command ? COMMAND_SPECS[command].options : [...VALUE_OPTION_NAMES, ...FLAG_OPTIONS];
   return either([...options.map((o) => `--${o}`), "--help"]);
 }
 
@@ -287,7 +301,7 @@ export function parseCommand(argv: string[]): Command {
     tokens: true,
     options: {
       help: { type: "boolean", short: "h" },
-      json: { type: "boolean" },
+      ...Object.fromEntries(FLAG_OPTIONS.map((o) => [o, { type: "boolean" as const }])),
       ...Object.fromEntries(VALUE_OPTION_NAMES.map((o) => [o, { type: "string" as const }])),
     },
   });
@@ -299,10 +313,10 @@ export function parseCommand(argv: string[]): Command {
     if (token.kind === "positional") positionals.push(token.value);
     if (token.kind !== "option") continue;
     const { name, rawName, value, inlineValue } = token;
-    if (name === "help" || name === "json") {
+    if (name === "help" || isFlagOption(name)) {
       if (value !== undefined) throw usage(`${rawName} takes no value; received ${describeValue(`${rawName}=${value}`)}.`);
       if (name === "help") help = true;
-      else given.set("json", []);
+      else given.set(name, []);
       continue;
     }
     if (!isValueOption(name)) {
@@ -336,7 +350,7 @@ export function parseCommand(argv: string[]): Command {
         ".",
     );
   }
-  const stray = ([...VALUE_OPTION_NAMES, "json"] as OptionName[]).find((o) => given.has(o) && !spec.options.includes(o));
+  const stray = ([...VALUE_OPTION_NAMES, ...FLAG_OPTIONS] as OptionName[]).find((o) => given.has(o) && !spec.options.includes(o));
   if (stray) {
     throw usage(
       spec.options.length === 0
@@ -347,8 +361,8 @@ export function parseCommand(argv: string[]): Command {
 
   const values: Values = {};
   for (const o of spec.options) {
-    if (o === "json") {
-      values.json = given.has("json");
+    if (isFlagOption(o)) {
+      values[o] = given.has(o);
       continue;
     }
     const text = single(o, given.get(o));

@@ -2,14 +2,15 @@
  * The server: `npm start` (node --import tsx src/index.ts). Settings come from
  * the environment (.env.example lists them); without DATABASE_URL the hub
  * runs an embedded Postgres in ./.hub. GraphiQL is at /graphiql outside
- * production.
+ * production. A failure to start prints one block (the code, the message,
+ * what to change) and exits with status 1; LOG_LEVEL=debug adds the stack.
  */
 import "./process.js";
-import { startAndListen } from "@hubpkg/hub";
+import { exitOnStartFailure, startAndListen } from "@hubpkg/hub";
 import { serverOptions } from "./options.js";
 
 await startAndListen({
   ...serverOptions,
-  // Written at each start, for GraphQL code generators.
-  exportSchemaSDLPath: "schema.graphql",
-});
+  // Written at each start outside production, for GraphQL code generators (a production image's folder is read-only).
+  ...(process.env.NODE_ENV === "production" ? {} : { exportSchemaSDLPath: "schema.graphql" }),
+}).catch(exitOnStartFailure);
