@@ -14,43 +14,7 @@ import type * as Tap from "tap";
 import { runCli } from "./helpers/cli.js";
 import { ROOT, nodeTestSummary } from "./helpers/process.js";
 import { tmpDir } from "./helpers/tmp.js";
-
-interface Done {
-  code: number | null;
-  output: string;
-}
-
-/**
- * The environment of a user's shell: without what tap, npm's own run of this
- * test, or the hub's tests set (a loader in NODE_OPTIONS, npm_config_*, the
- * hub's variables).
- */
-function userEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(process.env)) {
-    if (/^(npm_|TAP|HUB_|NODE_OPTIONS$|NODE_ENV$|LOG_LEVEL$|PORT$|DATABASE_URL$|SUPERUSER_DATABASE_URL$)/i.test(key)) continue;
-    env[key] = value;
-  }
-  return { ...env, ...extra };
-}
-
-/** Run a command to its end (killed after timeoutMs), with its output. */
-function run(command: string, args: string[], cwd: string, timeoutMs: number, env = userEnv()): Promise<Done> {
-  return new Promise((resolve) => {
-    const child = spawn(command, args, { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
-    let output = "";
-    child.stdout.on("data", (c: Buffer) => (output += c.toString()));
-    child.stderr.on("data", (c: Buffer) => (output += c.toString()));
-    const timer = setTimeout(() => {
-      output += `\n[killed: still running after ${timeoutMs} ms]`;
-      child.kill("SIGKILL");
-    }, timeoutMs);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, output });
-    });
-  });
-}
+import { run, userEnv } from "./helpers/packed-project.js";
 
 // npm install, a server's start and the project's tests, one after the other, on a loaded machine.
 t.setTimeout(900_000);
