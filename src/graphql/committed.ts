@@ -1,4 +1,5 @@
 import { isPromiseLike } from "grafast";
+import { Kind, type DocumentNode } from "graphql";
 import { runNotingCommits, type CommittedMoney } from "../money/committed.js";
 
 /** Where a request's money commits travel from execution to masking, on the error object itself. */
@@ -8,6 +9,9 @@ const COMMITTED = Symbol("hub.committedMoney");
 export function committedOf(error: object): readonly CommittedMoney[] | undefined {
   return (error as { [COMMITTED]?: CommittedMoney[] })[COMMITTED];
 }
+
+const hasMutation = (document: DocumentNode): boolean =>
+  document.definitions.some((definition) => definition.kind === Kind.OPERATION_DEFINITION && definition.operation === "mutation");
 
 /**
  * Each execution notes what money it commits (src/money/committed.ts); when
@@ -19,7 +23,9 @@ export const CommittedMoneyPlugin: GraphileConfig.Plugin = {
   version: "0.1.0",
   grafast: {
     middleware: {
-      execute(next) {
+      execute(next, event) {
+        // Only a mutation moves money: queries skip the per-request store (AsyncLocalStorage has a cost on Node 20).
+        if (!hasMutation(event.args.document)) return next();
         const commits: CommittedMoney[] = [];
         const stamp = <R>(result: R): R => {
           const errors = (result as { errors?: readonly object[] } | null)?.errors;
