@@ -14,7 +14,7 @@ import type * as Tap from "tap";
 import { runCli } from "./helpers/cli.js";
 import { ROOT, nodeTestSummary } from "./helpers/process.js";
 import { tmpDir } from "./helpers/tmp.js";
-import { run, userEnv } from "./helpers/packed-project.js";
+import { graphql, npmStart, run, userEnv } from "./helpers/packed-project.js";
 
 // npm install, a server's start and the project's tests, one after the other, on a loaded machine.
 t.setTimeout(900_000);
@@ -37,11 +37,6 @@ async function stopped(pidFile: string, timeoutMs: number): Promise<boolean> {
     if (Date.now() > deadline) return false;
     await new Promise((r) => setTimeout(r, 250));
   }
-}
-
-async function graphql(url: string, query: string, headers: Record<string, string> = {}): Promise<{ data?: Record<string, unknown>; errors?: unknown[] }> {
-  const res = await fetch(`${url}/graphql`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify({ query }) });
-  return (await res.json()) as { data?: Record<string, unknown>; errors?: unknown[] };
 }
 
 t.test("hub init: a project from the packed hub installs, serves with npm start, and passes npm test and its type check", async (t) => {
@@ -82,31 +77,10 @@ t.test("hub init: a project from the packed hub installs, serves with npm start,
   });
 
   await t.test("npm start serves the example game on an embedded Postgres", async (t) => {
-    // Its own process group: the stop below reaches npm and the node it starts.
-    const child = spawn(npm, ["start"], { cwd: dir, env: userEnv({ PORT: "0" }), stdio: ["ignore", "pipe", "pipe"], detached: true });
-    let output = "";
-    const exited = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)));
-    t.teardown(async () => {
-      if (child.exitCode === null) process.kill(-child.pid!, "SIGTERM");
-      await exited;
-    });
-    const url = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`npm start did not log "hub listening on" within 180 s:\n${output}`)), 180_000);
-      const onData = (chunk: Buffer) => {
-        output += chunk.toString();
-        const match = /hub listening on (http:\/\/[^/\s"]+)\/graphql/.exec(output);
-        if (match) {
-          clearTimeout(timer);
-          resolve(match[1]!);
-        }
-      };
-      child.stdout.on("data", onData);
-      child.stderr.on("data", onData);
-      void exited.then((code) => {
-        clearTimeout(timer);
-        reject(new Error(`npm start exited with ${code} before listening:\n${output}`));
-      });
-    });
+    const started = await npmStart(dir);
+    t.teardown(() => started.stop());
+    const url = started.url;
+    if (!url) throw new Error(`npm start exited with ${await started.exited} before listening:\n${started.output()}`);
     const result = await graphql(url, `{ mutation: __type(name: "Mutation") { fields { name } } bet: __type(name: "DiceBet") { interfaces { name } } kinds: __type(name: "AnyGameKind") { enumValues { name } } }`);
     t.same(result.errors, undefined, "no errors");
     const fields = (result.data?.mutation as { fields: { name: string }[] }).fields.map((f) => f.name);
@@ -128,10 +102,9 @@ t.test("hub init: a project from the packed hub installs, serves with npm start,
     t.ok(bet, JSON.stringify(rolled));
     t.equal(bet?.net, bet && bet.roll < 50 ? 98 : -100, "a win pays floor(100 × 99 / 50) = 198, wager included");
     t.equal(balance, 1000 + (bet?.net ?? NaN), "from the playground's 1,000 HOUSE");
-    t.notMatch(output, /grants for GraphQL/, "no warning about grants");
-    process.kill(-child.pid!, "SIGTERM");
-    await exited;
-    t.match(output, /"msg":"stopped"/, "the server stops cleanly on SIGTERM (and its Postgres with it)");
+    t.notMatch(started.output(), /grants for GraphQL/, "no warning about grants");
+    await started.stop();
+    t.match(started.output(), /"msg":"stopped"/, "the server stops cleanly on SIGTERM (and its Postgres with it)");
   });
 
   await t.test("npx hub db reset empties the project's development database", async (t) => {
