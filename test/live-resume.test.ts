@@ -6,25 +6,14 @@
 import "./helpers/env.js";
 import t from "tap";
 import { randomUUID } from "node:crypto";
-import { startTestServer, createPlayer, createExperience, createPlayerBalance, type TestServer } from "@hubpkg/hub/test";
+import { startTestServer, type TestServer } from "@hubpkg/hub/test";
 import { startAndListen } from "../dist/src/start.js";
 import { feed, until, wsClient, type Feed } from "./helpers/ws.js";
+import { livePlayer, type LivePlayer } from "./helpers/live-player.js";
 
-interface PlayerCtx {
-  userId: string;
-  experienceId: string;
-  casinoId: string;
-  token: string;
-}
-
-async function player(server: TestServer, uname: string, experienceId?: string): Promise<PlayerCtx> {
-  const casinoId = server.playgroundCasinoId;
-  const user = await createPlayer(server.dbPool, { casinoId, uname });
-  const exp = experienceId ?? (await createExperience(server.dbPool, { casinoId, name: `exp-${uname}` })).id;
-  await createPlayerBalance(server.dbPool, { userId: user.id, experienceId: exp, currencyKey: "HOUSE", amount: 1_000_000 });
-  const { token } = await server.authenticate(user.id, exp);
-  return { userId: user.id, experienceId: exp, casinoId, token };
-}
+type PlayerCtx = LivePlayer;
+const player = (server: TestServer, uname: string, experienceId?: string): Promise<PlayerCtx> =>
+  livePlayer(server, uname, { amount: 1_000_000, ...(experienceId === undefined ? {} : { experienceId }) });
 
 /** One committed transaction moving the player's balance by `delta`, as a bet when betId is given. */
 async function move(server: TestServer, p: PlayerCtx, delta: number, betId?: string): Promise<void> {

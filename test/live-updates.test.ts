@@ -1,29 +1,18 @@
 import "./helpers/env.js";
 import t from "tap";
 import WebSocket from "ws";
-import { startTestServer, createPlayer, createExperience, createPlayerBalance, createCurrency, type TestServer } from "@hubpkg/hub/test";
+import { startTestServer, createExperience, createPlayerBalance, createCurrency, type TestServer } from "@hubpkg/hub/test";
 import { gql } from "./helpers/http.js";
 // Internal helper (not a public sub-path): a session with a short life.
 import { createSession } from "../dist/src/auth/credentials.js";
 import { connected, feed, sleep, until, wsClient } from "./helpers/ws.js";
+import { livePlayer, type LivePlayer } from "./helpers/live-player.js";
 
 const BALANCE = "subscription { hubBalanceAlert { currencyKey } }";
 
-interface PlayerCtx {
-  userId: string;
-  experienceId: string;
-  casinoId: string;
-  token: string;
-}
-
-async function player(server: TestServer, uname: string, experienceId?: string): Promise<PlayerCtx> {
-  const casinoId = server.playgroundCasinoId;
-  const user = await createPlayer(server.dbPool, { casinoId, uname });
-  const exp = experienceId ?? (await createExperience(server.dbPool, { casinoId, name: `exp-${uname}` })).id;
-  await createPlayerBalance(server.dbPool, { userId: user.id, experienceId: exp, currencyKey: "HOUSE", amount: 1000 });
-  const { token } = await server.authenticate(user.id, exp);
-  return { userId: user.id, experienceId: exp, casinoId, token };
-}
+type PlayerCtx = LivePlayer;
+const player = (server: TestServer, uname: string, experienceId?: string): Promise<PlayerCtx> =>
+  livePlayer(server, uname, { amount: 1000, ...(experienceId === undefined ? {} : { experienceId }) });
 
 const credit = (server: TestServer, p: PlayerCtx, amount = 5) =>
   server.dbPool.query("update hub.balance set amount = amount + $4 where user_id = $1 and casino_id = $2 and experience_id = $3 and currency_key = 'HOUSE'", [
