@@ -174,6 +174,14 @@ t.test("cursors and resuming with after, across two instances", async (t) => {
     const hidden = await chatMessage(a, alice, "to be hidden");
     await a.dbPool.query("update hub.chat_message set hidden_at = now() where id = $1", [hidden]);
     await chatMessage(a, alice, "kept");
+    // Both sequenced before resuming: a message hidden before it was sequenced would reach the resumed
+    // subscription live (as to any subscriber then), not through the replay this test is about.
+    for (const by = Date.now() + 30_000; ; ) {
+      const { rows } = await a.dbPool.query<{ n: number }>("select count(*)::int as n from hub_hidden.live_alert where seq is null");
+      if (rows[0]!.n === 0) break;
+      if (Date.now() > by) throw new Error(`${rows[0]!.n} alerts still unsequenced after 30 s`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
     const resumed = feed(c, Q.chat, { after: from });
     await resumed.waitFor(1);
     await chatMessage(a, alice, "live");
