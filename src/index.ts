@@ -8,8 +8,8 @@ export type { ServerOptions, ConfigureApp, ConfigureAppArgs, ConfigureAppArgumen
 export type { PluginContext } from "./graphql/context.js";
 export type { Identity, UserIdentity, OperatorIdentity } from "./auth/identity.js";
 export { ErrorCode, ErrorCodes, HubError, HubErrorCodes, type HubErrorCode } from "./errors.js";
-export { serverStats, type ServerStats } from "./stats.js";
-export { runMigrations } from "./db/migrate.js";
+export { serverStats, type ServerStats } from "./exports/stats.js";
+export { runMigrations } from "./exports/migrate.js";
 export { HubGameConfigPlugin, type HubGameConfigOptions } from "./fair/game-config-plugin.js";
 export type { OutcomeBetConfig, OutcomeBetConfigMap, CustomGameConfig, CustomGameConfigMap } from "./fair/outcome-bet.js";
 export { validateRisk, type RiskPolicy, type RiskPolicyArgs, type RiskLimits, type ValidateRiskInput, type ValidateRiskResult } from "./fair/risk.js";

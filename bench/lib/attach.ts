@@ -10,7 +10,7 @@ import { endPool, openDatabase } from "../../dist/src/db/database.js";
 import { openPools } from "../../dist/src/db/pools.js";
 import { createLogger } from "../../dist/src/logger.js";
 import { createServerState } from "../../dist/src/create-server-state.js";
-import { serverStarted, serverStopped } from "../../dist/src/server-state.js";
+import { serverStarted, serverStopped } from "../../dist/src/exports/current-server.js";
 import { demoPreset } from "./demo-preset.js";
 
 export async function attachToBenchDatabase(options: { graphqlPipeline?: boolean } = {}) {

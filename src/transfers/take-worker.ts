@@ -6,7 +6,7 @@ import { dbLockCasinoBalances } from "../db/locks.js";
 import { TransferRefusal } from "./deposits.js";
 import type { ResolvedTransferOptions } from "./options.js";
 import { beforeTakeSend, sendWindowClosed, checkTakeRequest, loadTake, recordTakeOutcome, recordTakeRequest, refundTake, rejectedAtCasino, takeWindow, type TakeRow } from "./take-requests.js";
-import type { TransferJob } from "./worker.js";
+import type { TransferJob } from "./job.js";
 
 /** What an attempt learnt from the casino, written in one transaction once the call is over. */
 type Write = (client: pg.PoolClient) => Promise<void>;

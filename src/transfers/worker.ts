@@ -9,19 +9,7 @@ import { checkIncoming, recordDeposit, TransferRefusal } from "./deposits.js";
 import { backoffMs, type ResolvedTransferOptions } from "./options.js";
 import { createTakeAttempts } from "./take-worker.js";
 import { completeWithdrawal, extendSendWindow, loadWithdrawal, refundWithdrawal, type WithdrawalForSend } from "./withdrawals.js";
-
-/** A row of the outbox (hub.transfer_job). */
-export interface TransferJob {
-  id: string;
-  kind: "WITHDRAWAL" | "ACKNOWLEDGE" | "POLL" | "INCOMING" | "TAKE_POLL" | "TAKE";
-  casino_id: string;
-  withdrawal_request_id: string | null;
-  take_request_id: string | null;
-  mp_transfer_id: string | null;
-  cursor: string | null;
-  /** Attempts before this one. */
-  attempts: number;
-}
+import type { TransferJob } from "./job.js";
 
 export const WORKER_ACTOR = "transfers:worker";
 
