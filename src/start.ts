@@ -225,7 +225,7 @@ async function openDatabaseSide(server: ServerState, core: Core, options: Server
   await warnAboutGrants(pools.superuser, options.extraPgSchemas ?? [], log);
   server.pools = pools;
   // Bets' house sides left pending by an earlier run are folded before the first request.
-  core.sweep = startBankrollSweep(pools.superuser, (error) => log.warn({ err: error }, "folding pending bets into the bankroll failed; retrying in 1 s"));
+  core.sweep = startBankrollSweep(pools.superuser, log);
   await core.sweep.first;
   // Deposits and withdrawals with casinos: every instance runs a worker on the shared outbox.
   if (server.transfers.options.worker) {

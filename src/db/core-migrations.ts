@@ -107,6 +107,13 @@ import { readMigrationFolder, type Migration } from "./migration-files.js";
  *   the database with its open WebSocket count, written on a heartbeat through
  *   the superuser pool and deleted at a clean stop (src/live/rebalance.ts).
  *   Not granted to app_postgraphile: no GraphQL request reads the fleet.
+ *
+ * 0030-lock-order: the one order of row locks every money path follows
+ *   (claims, hash chains, balances by id, transfer rows, bankroll slots, the
+ *   bankroll), written at the top of the file, and hub_hidden.lock_balances /
+ *   lock_casino_balances, which lock a set of balances in that order in one
+ *   statement, for the transactions that touch several (a page of deposits or
+ *   take requests); groups of outcome bets already did (0020).
  */
 
 /**
