@@ -11,7 +11,7 @@ import type * as Tap from "tap";
 import Fastify, { type FastifyInstance } from "fastify";
 import pg from "pg";
 import hub, { buildHub } from "@hubpkg/hub";
-import { createPlayerBalance } from "@hubpkg/hub/test";
+import { createExperience, createPlayer, createPlayerBalance, startTestServer } from "@hubpkg/hub/test";
 import { superuserPool } from "../dist/src/exports/db.js";
 import { makePlayer, type Player } from "./helpers/credentials.js";
 import { sharedClusterDatabase } from "./helpers/shared-database.js";
@@ -158,4 +158,13 @@ t.test("the plugin checks its options like startAndListen, before opening anythi
   await t.rejects(async () => app.register(hub, { plugin: [] } as never).ready(), { code: "HUB_OPTION_UNKNOWN", message: /Unknown server option "plugin"/ });
   const other = Fastify({ logger: false });
   await t.rejects(async () => other.register(hub, { ...quiet, maxQueryDepth: 0 }).ready(), { code: "HUB_OPTION_INVALID", message: /"maxQueryDepth"/ });
+});
+
+t.test("the test kit's server exposes its instance: app and inject()", async (t) => {
+  const server = await startTestServer();
+  t.teardown(() => server.stop());
+  t.equal(server.app.server.listening, true, "app is the listening instance");
+  const { token } = await server.authenticate((await createPlayer(server.dbPool, { casinoId: server.playgroundCasinoId, uname: "kit-inject" })).id, (await createExperience(server.dbPool, { casinoId: server.playgroundCasinoId })).id);
+  const answer = await server.inject({ method: "POST", url: "/graphql", headers: { authorization: `session:${token}` }, payload: { query: "{ hubCurrentUser { uname } }" } });
+  t.same(answer.json(), { data: { hubCurrentUser: { uname: "kit-inject" } } }, "inject() answers as HTTP does, with the identity");
 });
