@@ -25,13 +25,13 @@ import { createSession } from "../dist/src/auth/credentials.js";
 import { migrate } from "../dist/src/db/migrate.js";
 import { BASELINE_MIGRATION, PRE_BASELINE_MIGRATIONS } from "../dist/src/db/core-migrations.js";
 import { migrationChecksum } from "../dist/src/db/migration-files.js";
-import { logger } from "../dist/src/logger.js";
+import { createLogger } from "../dist/src/logger.js";
 import { PG_DUMP, startOwnCluster } from "./helpers/own-cluster.js";
 import { gql } from "./helpers/http.js";
 import { ROOT } from "./helpers/process.js";
 
 const OLD = path.join(ROOT, "test/fixtures/pre-baseline-migrations");
-const silent = logger.child({}, { level: "silent" });
+const silent = createLogger({ level: "silent", pretty: false });
 const MIGRATION_TABLE = fs.readFileSync(path.join(ROOT, "src/db/queries/migration-table.sql"), "utf8");
 
 /** Applies the first `count` old core migrations as the runner before the baseline did. */

@@ -22,6 +22,13 @@ import { readMigrationFolder, type Migration } from "./migration-files.js";
  * earlier version that failed midway, is refused (HUB_MIGRATION_PRE_BASELINE):
  * the files that would finish it are no longer shipped, and a hub from before
  * the baseline applies them.
+ *
+ * 0030-lock-order: the one order of row locks every money path follows
+ *   (claims, hash chains, balances by id, transfer rows, bankroll slots, the
+ *   bankroll), written at the top of the file, and hub_hidden.lock_balances /
+ *   lock_casino_balances, which lock a set of balances in that order in one
+ *   statement, for the transactions that touch several (a page of deposits or
+ *   take requests); groups of outcome bets already did (settle_outcome_bets).
  */
 export const BASELINE_MIGRATION = "0029-baseline";
 

@@ -1,6 +1,6 @@
 import pg from "pg";
 import { HubError, invalidArgument } from "../errors.js";
-import { logger, type Logger } from "../logger.js";
+import type { Logger } from "../logger.js";
 import { isInClientTransaction } from "./pools.js";
 import { BASELINE_MIGRATION, PRE_BASELINE_MIGRATIONS, readCoreMigrations } from "./core-migrations.js";
 import { readMigrationFolder, type Migration } from "./migration-files.js";
@@ -18,7 +18,7 @@ const MIGRATION_LOCK_KEY = 7_321_004_117;
  * a file whose name does not start with a number (a disabled example such as
  * skip-002-coinflip.sql) is left out, with one line naming it.
  */
-export function readUserMigrations(dir: string, log: Logger = logger): Promise<Migration[]> {
+export function readUserMigrations(dir: string, log: Logger): Promise<Migration[]> {
   return readMigrationFolder(dir, "user", "userDatabaseMigrationsPath", (file) =>
     log.info({ migration: file }, "skipped a migration file whose name does not start with a number"),
   );
@@ -71,11 +71,15 @@ export async function migrate(pool: pg.Pool, options: { userMigrationsPath?: str
 }
 
 /**
- * `runMigrations` of `@hubpkg/hub`: the same, on a client the caller holds (a
+ * `runMigrations` of `@hubpkg/hub` (src/exports/migrate.ts): the same, on a client the caller holds (a
  * reset script drops the schemas, then runs this). The client must not be
  * inside a transaction: each migration commits on its own.
  */
-export async function runMigrations(options: { pgClient: pg.ClientBase; userDatabaseMigrationsPath?: string | undefined }): Promise<{ applied: string[] }> {
+export async function runMigrations(
+  options: { pgClient: pg.ClientBase; userDatabaseMigrationsPath?: string | undefined },
+  /** Where skipped files are named. */
+  log: Logger,
+): Promise<{ applied: string[] }> {
   const { pgClient, userDatabaseMigrationsPath } = options ?? {};
   if (!pgClient || typeof (pgClient as { query?: unknown }).query !== "function") {
     throw invalidArgument("runMigrations: pgClient must be a connected pg client (a pg.Client, or pool.connect()'s client).");
@@ -83,7 +87,7 @@ export async function runMigrations(options: { pgClient: pg.ClientBase; userData
   if (isInClientTransaction(pgClient)) {
     throw invalidArgument("runMigrations: pgClient is inside a withPgClientTransaction transaction; each migration commits on its own, so run it outside.");
   }
-  return migrateOnClient(pgClient, { userMigrationsPath: userDatabaseMigrationsPath, log: logger });
+  return migrateOnClient(pgClient, { userMigrationsPath: userDatabaseMigrationsPath, log });
 }
 
 /**
