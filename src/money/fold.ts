@@ -1,6 +1,6 @@
 /**
  * Folding: moving the house sides of bets settled against a bankroll slot
- * (hub_hidden.bankroll_pending, core migration 0023) into hub.bankroll and
+ * (hub_hidden.bankroll_pending, core baseline) into hub.bankroll and
  * the house ledger. dbSettleBet asks for a fold right after the game's
  * transaction commits, before the game answers, so a bet's answer comes after
  * its house side is in the bankroll. The bets of one bankroll that commit
@@ -29,7 +29,7 @@ interface Waiter {
   resolve: () => void;
 }
 
-// Each fold is a statement of its own, committed without waiting for its flush (core migration 0024).
+// Each fold is a statement of its own, committed without waiting for its flush (hub_hidden.fold_bankroll_alone).
 const FOLD = "select hub_hidden.fold_bankroll_alone($1) as n";
 
 /** The first retry's delay; each next one doubles, up to RETRY_MAX_MS. */
