@@ -68,6 +68,7 @@ export const ErrorCodes = {
   SERVER_BUSY: "Every connection of a hub pool stayed in use for 10 s: Postgres is up, the server is saturated; retry.",
   DATABASE_UNAVAILABLE: "Postgres cannot be reached or lost the connection; retry shortly.",
   STATEMENT_TIMEOUT: "A query ran past the statement timeout and was cancelled.",
+  TRANSACTION_CONFLICT: "Postgres rolled the operation's transaction back because it conflicted with another running at the same moment (a deadlock, or a serialization failure): nothing it did was kept; retry it.",
   // Subscriptions (WebSocket)
   SUBSCRIPTION_NEEDS_WEBSOCKET: "A subscription was sent over HTTP POST or GET: open a WebSocket to the GraphQL path (graphql-transport-ws) instead.",
   TOO_MANY_OPERATIONS: "A WebSocket connection already runs as many operations as the server allows: complete one first, or open another connection.",
