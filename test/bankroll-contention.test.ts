@@ -244,7 +244,7 @@ t.test("a group whose statement fails settles its bets one by one: the failure r
   // JSON can carry a NUL character, Postgres's jsonb cannot.
   const args = await Promise.all(crowd.map((p, i) => betOf(p, i === 3 ? { note: "\u0000" } : null)));
   const settled = await Promise.allSettled(args.map((a) => groups.settle(hub.dbPool, `${casinoId} ${CURRENCY}`, a)));
-  t.match(settled[3], { status: "rejected", reason: { code: "22P02" } }, "the bet with malformed metadata fails with Postgres's own error");
+  t.match(settled[3], { status: "rejected", reason: { code: "22P05" } }, "the bet whose metadata jsonb cannot hold fails with Postgres's own error");
   const others = settled.filter((_, i) => i !== 3);
   t.ok(others.every((r) => r.status === "fulfilled" && r.value.status === "settled"), "every other bet of the group settled");
   const { rows } = await hub.dbPool.query<{ n: number }>("select count(*)::int as n from hub.outcome_bet where casino_id = $1 and currency_key = $2", [casinoId, CURRENCY]);
