@@ -75,7 +75,10 @@ $fn$;
  *
  * Locks: the chain (step 2), then, in settle_bet, the balance (3) and the
  * bankroll row (6).
- * Checks: the chain is the player's, in this casino and experience, active,
+ * Checks: every field but bet_id, metadata and the idempotency fields is
+ * given (else it raises: a JSON null, or a NaN that JSON wrote as null,
+ * must not reach the amounts' checks as an unknown). The chain is the
+ * player's, in this casino and experience, active,
  * and its next hash is still p_bet.iteration (the caller drew the outcome
  * from it without a lock); else 'chain-moved' and nothing is written. Then
  * settle_bet's checks: whole amounts (else it raises), the currency, the
@@ -95,6 +98,13 @@ declare
   v_hash_id uuid;
   v_bet_id uuid := coalesce(p_bet.bet_id, hub_hidden.uuid_generate_v7());
 begin
+  if num_nulls(p_bet.user_id, p_bet.casino_id, p_bet.experience_id, p_bet.currency_key, p_bet.wager, p_bet.payout, p_bet.max_payout,
+               p_bet.expected_value, p_bet.actor, p_bet.reason, p_bet.hash_chain_id, p_bet.iteration, p_bet.digest, p_bet.client_seed,
+               p_bet.kind, p_bet.profit, p_bet.outcome_idx, p_bet.weights, p_bet.profits) > 0 then
+    raise exception 'settle_outcome_bet: every field of the bet but bet_id, metadata and the idempotency fields must be given (bet %, chain %).',
+      coalesce(p_bet.bet_id::text, 'new'), coalesce(p_bet.hash_chain_id::text, 'none')
+      using errcode = 'P0001';
+  end if;
   perform 1 from hub.hash_chain c
    where c.id = p_bet.hash_chain_id and c.user_id = p_bet.user_id and c.casino_id = p_bet.casino_id and c.experience_id = p_bet.experience_id
      and c.active and c.current_iteration = p_bet.iteration + 1
