@@ -15,14 +15,12 @@ export interface FastifyOptions {
   bodyLimit: number;
   /** Longest time to receive a whole request (408 beyond); 0 = none. */
   requestTimeoutMs: number;
-  /** This server's request counters (serverStats). */
-  stats: ServerStatsRecorder;
+  /** Request counters to count every response in (the hub plugin counts its server's itself: src/hub-plugin.ts). */
+  stats?: ServerStatsRecorder | undefined;
   /** Node's request/response classes, when not its own (adapters/express.ts). */
   messageClasses?: Pick<ServerOptions, "IncomingMessage" | "ServerResponse"> | undefined;
   /** The peers whose X-Forwarded-For and X-Request-ID are believed (src/trust-proxy.ts); none when undefined. */
   trustProxy?: TrustFunction | undefined;
-  /** While `draining` is true every response says `Connection: close` (src/start.ts sets it at stop()). */
-  drain?: { readonly draining: boolean } | undefined;
 }
 
 /** Where the request's id is kept on the raw request, from the "request" event until Fastify asks for it. */
@@ -58,7 +56,8 @@ function requestTimeoutChecks(requestTimeoutMs: number): { connectionsCheckingIn
 }
 
 /**
- * The Fastify front: pino logging with the Authorization header
+ * The Fastify instance buildHub makes (the hub plugin, src/hub-plugin.ts, is
+ * then registered on it): pino logging with the Authorization header
  * redacted, a request id on every request (taken from x-request-id when a
  * trusted proxy set one) echoed in its response, and JSON 404s for any path nothing handled.
  *
@@ -99,24 +98,30 @@ export function createFastify(options: FastifyOptions): FastifyInstance {
       message: `No route for ${request.method} ${pathOf(request.url)}`,
     });
   });
-  followResponses(app as unknown as FastifyInstance, options.stats);
-  stampResponses(app as unknown as FastifyInstance, options);
+  if (options.stats) followResponses(app as unknown as FastifyInstance, options.stats);
+  stampResponses(app as unknown as FastifyInstance, options.trustProxy);
   return app as unknown as FastifyInstance;
 }
 
-/**
- * Before Fastify (and the Express app) see a request: its id, echoed in the
- * response's x-request-id whoever answers it, and while draining the end of
- * its connection after the answer (Node then writes `Connection: close`), so
- * a proxy opens its next connection to an instance that is staying.
- */
-function stampResponses(app: FastifyInstance, options: FastifyOptions): void {
-  const { trustProxy, drain } = options;
+/** Before Fastify (and the Express app) see a request: its id, echoed in the response's x-request-id whoever answers it. */
+function stampResponses(app: FastifyInstance, trustProxy: TrustFunction | undefined): void {
   app.server.prependListener("request", (req: IncomingMessage, res: ServerResponse) => {
     const id = requestIdOf(req, trustProxy);
     (req as { [REQUEST_ID]?: string })[REQUEST_ID] = id;
     res.setHeader("x-request-id", id);
-    if (drain?.draining) res.shouldKeepAlive = false;
+  });
+}
+
+/**
+ * While the server drains, the end of each request's connection after its
+ * answer (Node then writes `Connection: close`), so a proxy opens its next
+ * connection to an instance that is staying. A hook, so it works on any
+ * instance the hub is registered on; the first of the hub's onRequest hooks.
+ */
+export function closeConnectionsWhileDraining(app: FastifyInstance, drain: { readonly draining: boolean }): void {
+  app.addHook("onRequest", (_request, reply, done) => {
+    if (drain.draining) reply.raw.shouldKeepAlive = false;
+    done();
   });
 }
 

@@ -7,8 +7,8 @@ import type { CasinoKeys } from "./auth/casino-token.js";
 import type { TransferRuntime } from "./transfers/runtime.js";
 
 /**
- * Everything one server holds that can change while it runs. startAndListen
- * makes one per call and hands it to what needs it: the schema's plugins
+ * Everything one server holds that can change while it runs. Each hub (the
+ * plugin, buildHub, startAndListen) makes one, once its pools are open, and hands it to what needs it: the schema's plugins
  * through the build (`build.hubServer`) and the GraphQL context
  * (`serverOf(context)`), the HTTP side through the Fastify instance
  * (`app.hubServer`). Two servers in one process share none of it.
@@ -17,10 +17,10 @@ export interface ServerState {
   readonly log: Logger;
   /** Request counters: serverStats(). */
   readonly stats: ServerStatsRecorder;
-  /** Set once the database answers. */
-  pools: HubPools | undefined;
-  /** Authorization → identity, with its cache; set once the credentials pool is open. */
-  resolver: IdentityResolver | undefined;
+  /** The GraphQL, superuser and credentials pools, open when the state is made. */
+  readonly pools: HubPools;
+  /** Authorization → identity, with its cache (on the credentials pool). */
+  readonly resolver: IdentityResolver;
   /** Hash chains: creations in progress, the worker-thread queue, the derived segments. */
   readonly chains: ChainSecrets;
   /** Casinos' token keys: the JWKS fetchers and what was last recorded of each set. */

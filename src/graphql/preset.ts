@@ -18,6 +18,7 @@ import type { LiveNotifications } from "../live/notifications.js";
 import { OneStatementRoutingPlugin } from "../db/one-statement-executor.js";
 import { HUB_SERVER, type ServerState } from "../server-state.js";
 import { createServerState } from "../create-server-state.js";
+import { createIdentityResolver } from "../auth/resolver.js";
 
 /** What the GraphQL context needs from the HTTP request; read by the server adapter (adapters/grafserv.ts). */
 export interface RequestInfo {
@@ -78,7 +79,10 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
   const { superuserPool, statementTimeoutMs, requestInfo } = input;
   const superuserPoolFor = input.superuserPoolFor ?? (() => superuserPool);
   const pubsub = input.pubsub ?? null;
-  const server = input.server ?? createServerState({ log: input.log });
+  // A preset made outside a server (tests, benchmarks): a state of its own on the pools it was given.
+  const server =
+    input.server ??
+    createServerState({ log: input.log, pools: { graphql: input.graphqlPool, superuser: superuserPool, credentials: superuserPool }, resolver: createIdentityResolver(superuserPool) });
   // A login's payload (`query`) is read with the new session: steps that run after it see this identity.
   const adoptIdentity: AdoptIdentity = (context, identity) => {
     context.identity = identity;
