@@ -13,7 +13,7 @@
  * (the scaffold, tenant isolation) near the end, where they alone keep the run
  * going. So the files are run longest first: three workers each take the next
  * job, a tap of its own over one long file or a few short ones, one at a time
- * (--jobs=1), their output printed as each ends. How long a file is comes from
+ * (--jobs=1); a line as each passes, its whole TAP output when it fails. How long a file is comes from
  * the previous run's results in .tap/test-results when there are some, else
  * from the list of files long by construction below.
  */
@@ -122,9 +122,15 @@ async function runAll() {
   const jobs = jobsOf(files);
   const worker = async () => {
     for (let job = jobs.shift(); job; job = jobs.shift()) {
-      const result = await runToEnd("npx", ["tap", "--jobs=1", ...job], ["ignore", "pipe", "pipe"]);
-      process.stdout.write(`\n## ${job.join(" ")}\n${result.output}`);
-      if (result.status !== 0) failed.push(`${job.join(" ")}: ${failure(result)}`);
+      const jobStarted = Date.now();
+      // TAP, not a reporter that redraws: read only when the job failed.
+      const result = await runToEnd("npx", ["tap", "--jobs=1", "--reporter=tap", ...job], ["ignore", "pipe", "pipe"]);
+      const seconds = ((Date.now() - jobStarted) / 1000).toFixed(0);
+      if (result.status === 0) process.stdout.write(`passed (${seconds} s): ${job.join(" ")}\n`);
+      else {
+        process.stdout.write(`\nFAILED (${seconds} s, ${failure(result)}): ${job.join(" ")}\n${result.output}\n`);
+        failed.push(`${job.join(" ")}: ${failure(result)}`);
+      }
     }
   };
   await Promise.all(Array.from({ length: WORKERS }, worker));
