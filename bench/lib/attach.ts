@@ -10,6 +10,7 @@ import { endPool, openDatabase } from "../../dist/src/db/database.js";
 import { openPools } from "../../dist/src/db/pools.js";
 import { createLogger } from "../../dist/src/logger.js";
 import { createServerState } from "../../dist/src/create-server-state.js";
+import { createIdentityResolver } from "../../dist/src/auth/resolver.js";
 import { serverStarted, serverStopped } from "../../dist/src/server-state.js";
 import { demoPreset } from "./demo-preset.js";
 
@@ -18,12 +19,11 @@ export async function attachToBenchDatabase(options: { graphqlPipeline?: boolean
   if (!dataDir) throw new Error("BENCH_DATA_DIR is not set");
   const config = { ...readConfig(), dataDir };
   const log = createLogger({ level: config.logLevel, pretty: false });
-  // A server's state, as startAndListen makes one: the façades (logger, superuserPool) follow it.
-  const server = createServerState({ log });
-  serverStarted(server);
   const db = await openDatabase(config, log);
   const pools = await openPools({ databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl }, log, options);
-  server.pools = pools;
+  // A server's state, as a hub makes one once its pools are open: the façades (logger, superuserPool) follow it.
+  const server = createServerState({ log, pools, resolver: createIdentityResolver(pools.credentials) });
+  serverStarted(server);
   const pgl = postgraphile(demoPreset(config, pools, log, server));
   const { schema } = await pgl.getSchemaResult();
   /** Release the schema, the pools and the attachment (the Postgres keeps running). */
