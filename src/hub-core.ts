@@ -136,7 +136,7 @@ async function openDatabaseSide(core: Core, options: ResolvedOptions, log: Logge
   // Warnings only: a table GraphQL cannot read fails the requests that use it, not the start.
   await warnAboutGrants(pools.superuser, options.extraPgSchemas, log);
   // Bets' house sides left pending by an earlier run are folded before the first request.
-  core.sweep = startBankrollSweep(pools.superuser, (error) => log.warn({ err: error }, "folding pending bets into the bankroll failed; retrying in 1 s"));
+  core.sweep = startBankrollSweep(pools.superuser, log);
   await core.sweep.first;
   // Deposits and withdrawals with casinos: every instance runs a worker on the shared outbox.
   if (options.transfers.worker) {

@@ -5,7 +5,7 @@ import { buildPreparedHub } from "./build-hub.js";
 import { createHubPlugin, type HubPluginOptions } from "./hub-plugin.js";
 import type { HubInternals } from "./hub-core.js";
 import type { ServerOptions } from "./options.js";
-import { serverStarted, serverStopped } from "./server-state.js";
+import { serverStarted, serverStopped } from "./exports/current-server.js";
 
 /** The entry points register each server with the list the module-level façades follow (superuserPool, logger, serverStats()). */
 const internals: HubInternals = { registry: { started: serverStarted, stopped: serverStopped } };
@@ -37,8 +37,8 @@ export type { ServerOptions, ConfigureApp, ConfigureAppArgs, ConfigureAppArgumen
 export type { PluginContext } from "./graphql/context.js";
 export type { Identity, UserIdentity, OperatorIdentity } from "./auth/identity.js";
 export { ErrorCode, ErrorCodes, HubError, HubErrorCodes, type HubErrorCode } from "./errors.js";
-export { serverStats, type ServerStats } from "./stats.js";
-export { runMigrations } from "./db/migrate.js";
+export { serverStats, type ServerStats } from "./exports/stats.js";
+export { runMigrations } from "./exports/migrate.js";
 export { HubGameConfigPlugin, type HubGameConfigOptions } from "./fair/game-config-plugin.js";
 export type { OutcomeBetConfig, OutcomeBetConfigMap, CustomGameConfig, CustomGameConfigMap } from "./fair/outcome-bet.js";
 export { validateRisk, type RiskPolicy, type RiskPolicyArgs, type RiskLimits, type ValidateRiskInput, type ValidateRiskResult } from "./fair/risk.js";

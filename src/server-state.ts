@@ -30,34 +30,6 @@ export interface ServerState {
 }
 
 /**
- * The servers running in this process, oldest first. Only the module-level
- * façades (`superuserPool` of `@hubpkg/hub/db`, `logger` of
- * `@hubpkg/hub/logger`, `serverStats()` without a request, the exported hash
- * chain helpers) read it: they follow the most recently started server that is
- * still running, and fall back to the one started before it once it stops.
- * Nothing a server does reads another server's state through it.
- */
-const running: ServerState[] = [];
-
-export function serverStarted(state: ServerState): void {
-  running.push(state);
-}
-
-export function serverStopped(state: ServerState): void {
-  const at = running.lastIndexOf(state);
-  if (at >= 0) running.splice(at, 1);
-}
-
-/** The server the façades follow, optionally the latest one that has reached a given point (e.g. open pools). */
-export function currentServer(having?: (state: ServerState) => boolean): ServerState | undefined {
-  for (let i = running.length - 1; i >= 0; i--) {
-    const state = running[i]!;
-    if (!having || having(state)) return state;
-  }
-  return undefined;
-}
-
-/**
  * Where a resolver finds its server in the GraphQL context. A symbol, so no
  * plugin takes it for a member of its own.
  */

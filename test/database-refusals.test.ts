@@ -80,6 +80,9 @@ const faults: [string, Record<string, unknown>][] = [
   ["SQL on a missing table", { statement: "missingTable" }],
 ];
 
+/** Per field: a deadlock (two requests) and a serialization failure, each answered TRANSACTION_CONFLICT and logged at warn. */
+const CONFLICTS_PER_FIELD = 2;
+
 const MUTATION = (field: string) =>
   `mutation($statement: String!, $text: String, $codePoints: [Int!], $number: Float, $id: Int, $qty: Int, $parent: Int) {
     ${field}(statement: $statement, text: $text, codePoints: $codePoints, number: $number, id: $id, qty: $qty, parent: $parent)
@@ -113,6 +116,24 @@ for (const field of ["refusalByResolver", "refusalByPlan"]) {
   });
 }
 
+for (const field of ["refusalByResolver", "refusalByPlan"]) {
+  t.test(`${field}: a transaction Postgres rolls back for a conflict is TRANSACTION_CONFLICT, safe to retry`, async (t) => {
+    const keys = field === "refusalByResolver" ? [1, 2] : [3, 4];
+    const [a, b] = await Promise.all([
+      gql(server.url, MUTATION(field), { statement: "deadlock", id: keys[0], qty: keys[1] }, player),
+      gql(server.url, MUTATION(field), { statement: "deadlock", id: keys[1], qty: keys[0] }, player),
+    ]);
+    const answers = [a, b].map((res) => res.body.errors?.[0]?.extensions?.code ?? res.body.data?.[field]);
+    t.same(answers.sort(), ["TRANSACTION_CONFLICT", "locked"], "one deadlocked, the other took both locks");
+    const deadlocked = [a, b].find((res) => res.body.errors)!;
+    t.match(deadlocked.body.errors?.[0]?.message, /conflicted with another .* rolled back; nothing was changed\. Retry it\./, "the message says to retry");
+    const retried = await gql(server.url, MUTATION(field), { statement: "deadlock", id: keys[0], qty: keys[1] }, player);
+    t.equal(retried.body.data?.[field], "locked", "the retry succeeds");
+    const failed = await gql(server.url, MUTATION(field), { statement: "serializationFailure" }, player);
+    t.same(failed.body.errors?.[0]?.extensions, { code: "TRANSACTION_CONFLICT", errorId: failed.body.errors?.[0]?.extensions?.errorId }, "a serialization failure: the same code");
+  });
+}
+
 t.test("the log: each refusal at info, only the faults at error", async (t) => {
   const read = () =>
     server
@@ -138,6 +159,10 @@ t.test("the log: each refusal at info, only the faults at error", async (t) => {
     "each with its SQLSTATE",
   );
   const loud = entries.filter((e) => e.level >= 40);
-  t.equal(loud.length, faults.length * 2, "the faults, and nothing else, at warn or above");
-  t.ok(loud.every((e) => e.level === 50 && e.msg === "masked GraphQL error" && /^[0-9a-f]{12}$/.test(e.errorId ?? "")), "each fault logged at error with its reference");
+  const conflicts = loud.filter((e) => e.code === "TRANSACTION_CONFLICT");
+  t.equal(conflicts.length, CONFLICTS_PER_FIELD * 2, "each conflict logged once");
+  t.ok(conflicts.every((e) => e.level === 40 && e.msg === "masked GraphQL error"), "conflicts at warn");
+  const faultLines = loud.filter((e) => e.code !== "TRANSACTION_CONFLICT");
+  t.equal(faultLines.length, faults.length * 2, "the faults, and nothing else, at error");
+  t.ok(faultLines.every((e) => e.level === 50 && e.msg === "masked GraphQL error" && /^[0-9a-f]{12}$/.test(e.errorId ?? "")), "each fault logged at error with its reference");
 });

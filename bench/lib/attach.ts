@@ -11,7 +11,7 @@ import { openPools } from "../../dist/src/db/pools.js";
 import { createLogger } from "../../dist/src/logger.js";
 import { createServerState } from "../../dist/src/create-server-state.js";
 import { createIdentityResolver } from "../../dist/src/auth/resolver.js";
-import { serverStarted, serverStopped } from "../../dist/src/server-state.js";
+import { serverStarted, serverStopped } from "../../dist/src/exports/current-server.js";
 import { demoPreset } from "./demo-preset.js";
 
 export async function attachToBenchDatabase(options: { graphqlPipeline?: boolean } = {}) {

@@ -37,7 +37,7 @@ try {
 }
 const [{ startServer, SERVER_STATE }, { serverStarted, serverStopped }, { stopOnSignals }] = await Promise.all([
   import("../start.js"),
-  import("../server-state.js"),
+  import("../exports/current-server.js"),
   import("../process-signals.js"),
 ]);
 

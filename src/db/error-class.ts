@@ -168,6 +168,10 @@ export function classifyDatabaseError(error: unknown): { code: ErrorCode; messag
   if (code === "57014") {
     return { code: ErrorCode.STATEMENT_TIMEOUT, message: "The query took longer than the server's statement timeout and was cancelled." };
   }
+  // deadlock_detected, serialization_failure: Postgres rolled the whole transaction back, so a retry is safe.
+  if (code === "40P01" || code === "40001") {
+    return { code: ErrorCode.TRANSACTION_CONFLICT, message: "The operation conflicted with another running at the same moment and was rolled back; nothing was changed. Retry it." };
+  }
   if (isPoolSaturated(error)) {
     return { code: ErrorCode.SERVER_BUSY, message: "The server is busy: every database connection stayed in use; retry shortly." };
   }
@@ -250,7 +254,7 @@ function dataException({ sqlstate, pgMessage, detail }: Fields): ClientInputErro
 }
 
 /**
- * The whole-amount checks of migration 0017 (0025 inlined them) and what they
+ * The whole-amount checks of the core baseline's money tables and what they
  * guard. Only the player's own balance is shown: the bankroll's size is the
  * casino's business.
  */

@@ -46,9 +46,12 @@ export function makeMaskError(log: Logger) {
     // Failures a client should treat differently from a bug: say what they are
     // (and nothing more), so clients can retry an outage or shrink a query.
     const known = classifyDatabaseError(original);
-    // A saturated pool or a query cut by the statement timeout is load, not a
-    // fault of the server's code: worth a warning, not an error-level alert.
-    const level = known?.code === ErrorCode.SERVER_BUSY || known?.code === ErrorCode.STATEMENT_TIMEOUT ? "warn" : "error";
+    // A saturated pool, a query cut by the statement timeout, a transaction
+    // Postgres rolled back for a conflict: load, answered with a code the client
+    // retries on, so a warning rather than an error-level alert (the log line
+    // keeps Postgres's report, which names a deadlock's two statements).
+    const warnOnly: readonly string[] = [ErrorCode.SERVER_BUSY, ErrorCode.STATEMENT_TIMEOUT, ErrorCode.TRANSACTION_CONFLICT];
+    const level = known && warnOnly.includes(known.code) ? "warn" : "error";
     log[level]({ errorId, reqId, err: original ?? error, path: error.path, code: known?.code }, "masked GraphQL error");
     if (known) {
       return rebuildGraphQLError(error, { message: known.message, extensions: { errorId, code: known.code } });

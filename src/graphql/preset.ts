@@ -149,6 +149,7 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
           // grafast's listen() calls subscribe(topic) only, which is all the hub's subscriber has.
           pgSubscriber: pubsub as unknown as PluginContext["pgSubscriber"],
           [ADOPT_IDENTITY]: adoptIdentity,
+          hashChains: server.chains,
           [HUB_SERVER]: server,
         } as Partial<PluginContext>;
       },

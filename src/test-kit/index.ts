@@ -24,7 +24,7 @@ import { argumentOutOfRange, HubError, invalidArgument } from "../errors.js";
 import { createLogger } from "../logger.js";
 import type { ServerOptions } from "../options.js";
 import { FASTIFY_APP, SERVER_STATE, startServer } from "../start.js";
-import { serverStarted, serverStopped } from "../server-state.js";
+import { serverStarted, serverStopped } from "../exports/current-server.js";
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
 import { acquireCluster, dropDatabase, forgetCluster, spareReady, takeDatabase } from "./cluster.js";
 import { connectionLoss } from "../db/error-class.js";
