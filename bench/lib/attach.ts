@@ -13,7 +13,7 @@ import { createServerState } from "../../dist/src/create-server-state.js";
 import { serverStarted, serverStopped } from "../../dist/src/server-state.js";
 import { demoPreset } from "./demo-preset.js";
 
-export async function attachToBenchDatabase(options: { graphqlPipeline?: boolean } = {}) {
+export async function attachToBenchDatabase(options: { graphqlPipeline?: boolean; plugins?: GraphileConfig.Plugin[] } = {}) {
   const dataDir = process.env.BENCH_DATA_DIR;
   if (!dataDir) throw new Error("BENCH_DATA_DIR is not set");
   const config = { ...readConfig(), dataDir };
@@ -22,9 +22,10 @@ export async function attachToBenchDatabase(options: { graphqlPipeline?: boolean
   const server = createServerState({ log });
   serverStarted(server);
   const db = await openDatabase(config, log);
-  const pools = await openPools({ databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl }, log, options);
+  const pools = await openPools({ databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl }, log, options.graphqlPipeline === undefined ? {} : { graphqlPipeline: options.graphqlPipeline });
   server.pools = pools;
-  const pgl = postgraphile(demoPreset(config, pools, log, server));
+  const preset = demoPreset(config, pools, log, server);
+  const pgl = postgraphile(options.plugins?.length ? { extends: [preset], plugins: options.plugins } : preset);
   const { schema } = await pgl.getSchemaResult();
   /** Release the schema, the pools and the attachment (the Postgres keeps running). */
   const close = async () => {
