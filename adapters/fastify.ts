@@ -27,6 +27,9 @@ export interface FastifyOptions {
 
 /** Where the request's id is kept on the raw request, from the "request" event until Fastify asks for it. */
 const REQUEST_ID = Symbol("hub.requestId");
+/** On a socket: its requests whose response has not finished yet (pipelined ones included). */
+const IN_FLIGHT = Symbol("hub.inFlight");
+type CountedSocket = Socket & { [IN_FLIGHT]?: number };
 
 /**
  * The request id: a trusted proxy's X-Request-ID (one line of at most 200
@@ -116,12 +119,15 @@ function stampResponses(app: FastifyInstance, options: FastifyOptions): void {
     const id = requestIdOf(req, trustProxy);
     (req as { [REQUEST_ID]?: string })[REQUEST_ID] = id;
     res.setHeader("x-request-id", id);
-    if (drain?.draining) res.shouldKeepAlive = false;
+    const socket = req.socket as CountedSocket;
+    socket[IN_FLIGHT] = (socket[IN_FLIGHT] ?? 0) + 1;
+    // Node ends the connection after a response that says so.
+    if (drain?.draining) res.setHeader("connection", "close");
   });
 }
 
-function endIfIdle(socket: Socket): void {
-  if (!(socket as { _httpMessage?: unknown })._httpMessage && !socket.destroyed) socket.end();
+function endIfIdle(socket: CountedSocket): void {
+  if (!socket[IN_FLIGHT] && !socket.destroyed) socket.end();
 }
 
 /** Marks a response as one of the Express app's, for serverStats (set by adapters/express.ts). */
@@ -158,6 +164,8 @@ export function followResponses(app: FastifyInstance, stats: ServerStatsRecorder
     const { server: from, request, response, socket } = message as { server?: unknown; request: IncomingMessage; response: ServerResponse; socket?: Socket };
     if (from !== server) return;
     countFinished(stats, request, response);
+    const counted = socket as CountedSocket | undefined;
+    if (counted?.[IN_FLIGHT]) counted[IN_FLIGHT]--;
     // After Node has detached the response from its socket; a request pipelined behind it keeps the connection.
     if (closing && socket) setImmediate(endIfIdle, socket);
   };
