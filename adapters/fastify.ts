@@ -15,21 +15,16 @@ export interface FastifyOptions {
   bodyLimit: number;
   /** Longest time to receive a whole request (408 beyond); 0 = none. */
   requestTimeoutMs: number;
-  /** This server's request counters (serverStats). */
-  stats: ServerStatsRecorder;
+  /** Request counters to count every response in (the hub plugin counts its server's itself: src/hub-plugin.ts). */
+  stats?: ServerStatsRecorder | undefined;
   /** Node's request/response classes, when not its own (adapters/express.ts). */
   messageClasses?: Pick<ServerOptions, "IncomingMessage" | "ServerResponse"> | undefined;
   /** The peers whose X-Forwarded-For and X-Request-ID are believed (src/trust-proxy.ts); none when undefined. */
   trustProxy?: TrustFunction | undefined;
-  /** While `draining` is true every response says `Connection: close` (src/start.ts sets it at stop()). */
-  drain?: { readonly draining: boolean } | undefined;
 }
 
 /** Where the request's id is kept on the raw request, from the "request" event until Fastify asks for it. */
 const REQUEST_ID = Symbol("hub.requestId");
-/** On a socket: its requests whose response has not finished yet (pipelined ones included). */
-const IN_FLIGHT = Symbol("hub.inFlight");
-type CountedSocket = Socket & { [IN_FLIGHT]?: number };
 
 /**
  * The request id: a trusted proxy's X-Request-ID (one line of at most 200
@@ -61,7 +56,8 @@ function requestTimeoutChecks(requestTimeoutMs: number): { connectionsCheckingIn
 }
 
 /**
- * The Fastify front: pino logging with the Authorization header
+ * The Fastify instance buildHub makes (the hub plugin, src/hub-plugin.ts, is
+ * then registered on it): pino logging with the Authorization header
  * redacted, a request id on every request (taken from x-request-id when a
  * trusted proxy set one) echoed in its response, and JSON 404s for any path nothing handled.
  *
@@ -102,29 +98,37 @@ export function createFastify(options: FastifyOptions): FastifyInstance {
       message: `No route for ${request.method} ${pathOf(request.url)}`,
     });
   });
-  followResponses(app as unknown as FastifyInstance, options.stats);
-  stampResponses(app as unknown as FastifyInstance, options);
+  if (options.stats) followResponses(app as unknown as FastifyInstance, options.stats);
+  stampResponses(app as unknown as FastifyInstance, options.trustProxy);
   return app as unknown as FastifyInstance;
 }
 
-/**
- * Before Fastify (and the Express app) see a request: its id, echoed in the
- * response's x-request-id whoever answers it, and while draining the end of
- * its connection after the answer (Node then writes `Connection: close`), so
- * a proxy opens its next connection to an instance that is staying.
- */
-function stampResponses(app: FastifyInstance, options: FastifyOptions): void {
-  const { trustProxy, drain } = options;
+/** Before Fastify (and the Express app) see a request: its id, echoed in the response's x-request-id whoever answers it. */
+function stampResponses(app: FastifyInstance, trustProxy: TrustFunction | undefined): void {
   app.server.prependListener("request", (req: IncomingMessage, res: ServerResponse) => {
     const id = requestIdOf(req, trustProxy);
     (req as { [REQUEST_ID]?: string })[REQUEST_ID] = id;
     res.setHeader("x-request-id", id);
-    const socket = req.socket as CountedSocket;
-    socket[IN_FLIGHT] = (socket[IN_FLIGHT] ?? 0) + 1;
-    // Node ends the connection after a response that says so.
-    if (drain?.draining) res.setHeader("connection", "close");
   });
 }
+
+/**
+ * While the server drains, the end of each request's connection after its
+ * answer (Node then writes `Connection: close`), so a proxy opens its next
+ * connection to an instance that is staying. A hook, so it works on any
+ * instance the hub is registered on; the first of the hub's onRequest hooks.
+ */
+export function closeConnectionsWhileDraining(app: FastifyInstance, drain: { readonly draining: boolean }): void {
+  app.addHook("onRequest", (_request, reply, done) => {
+    // A response that says so: Node then ends its connection after it.
+    if (drain.draining) reply.raw.setHeader("connection", "close");
+    done();
+  });
+}
+
+/** On a socket: its requests whose response has not finished yet (pipelined ones included). */
+const IN_FLIGHT = Symbol("hub.inFlight");
+type CountedSocket = Socket & { [IN_FLIGHT]?: number };
 
 function endIfIdle(socket: CountedSocket): void {
   if (!socket[IN_FLIGHT] && !socket.destroyed) socket.end();
@@ -169,8 +173,17 @@ export function followResponses(app: FastifyInstance, stats: ServerStatsRecorder
     // After Node has detached the response from its socket; a request pipelined behind it keeps the connection.
     if (closing && socket) setImmediate(endIfIdle, socket);
   };
+  // Counted from the request event, which Node emits for a pipelined request while the one before it is answered.
+  const onRequest = (req: IncomingMessage) => {
+    const socket = req.socket as CountedSocket;
+    socket[IN_FLIGHT] = (socket[IN_FLIGHT] ?? 0) + 1;
+  };
+  server.prependListener("request", onRequest);
   diagnosticsChannel.subscribe("http.server.response.finish", onFinish);
-  server.once("close", () => diagnosticsChannel.unsubscribe("http.server.response.finish", onFinish));
+  server.once("close", () => {
+    server.off("request", onRequest);
+    diagnosticsChannel.unsubscribe("http.server.response.finish", onFinish);
+  });
   app.addHook("preClose", (done) => {
     closing = true;
     done();

@@ -30,6 +30,7 @@ import {
   makeFinalHash,
   normalizeHash,
   validateRisk,
+  type ChainSecrets,
   type RiskLimits,
   type RiskPolicy,
 } from "@hubpkg/hub/hash-chain";
@@ -250,7 +251,7 @@ async function openClimb(options: TowerPluginOptions, pgClient: PoolClient, play
 }
 
 /** One floor: the chain's next hash draws the trap; the top floor cashes out by itself. */
-async function moveTower(pool: Pool, player: Player, input: { gameId: string; tile: number; hashChainId: string; clientSeed: string; idempotencyKey?: string | null }): Promise<MoveResult> {
+async function moveTower(pool: Pool, chains: ChainSecrets, player: Player, input: { gameId: string; tile: number; hashChainId: string; clientSeed: string; idempotencyKey?: string | null }): Promise<MoveResult> {
   const field = "moveTower";
   const { gameId, tile, hashChainId, clientSeed } = input;
   if (!Number.isInteger(tile) || tile < 0 || tile >= TOWER_TILES) {
@@ -274,7 +275,7 @@ async function moveTower(pool: Pool, player: Player, input: { gameId: string; ti
     if (iteration === null) {
       return { __typename: "HubBadHashChainError", message: `Hash chain ${hashChainId} is exhausted (all its ${chain.max_iteration - 1} hashes are used); create a new one (hubCreateHashChain) and retry.` };
     }
-    const derived = await getIntermediateHash({ hashChainId, iteration, pgClient });
+    const derived = await getIntermediateHash({ hashChainId, iteration, pgClient }, chains);
     if (derived.type === "error") throw new Error(`moveTower: cannot derive hash ${iteration} of chain ${hashChainId}: ${derived.reason}`);
     const trapTile = towerTrapTile(derived.hash, clientSeed);
     const floor = game.floor + 1;
@@ -417,8 +418,9 @@ function towerObjects(options: TowerPluginOptions, gameResource: any, moveResour
         },
         moveTower(_parent: any, fieldArgs: any) {
           const $input = fieldArgs.getRaw("input");
-          return sideEffect([$input, context().get("identity"), context().get("superuserPool")], ([input, identity, pool]) =>
-            moveTower(pool as Pool, requirePlayer(identity), input as { gameId: string; tile: number; hashChainId: string; clientSeed: string; idempotencyKey?: string | null }),
+          // The server's own chain work derives the hash (its cache of the chain's segments).
+          return sideEffect([$input, context().get("identity"), context().get("superuserPool"), context().get("hashChains")], ([input, identity, pool, chains]) =>
+            moveTower(pool as Pool, chains as ChainSecrets, requirePlayer(identity), input as { gameId: string; tile: number; hashChainId: string; clientSeed: string; idempotencyKey?: string | null }),
           );
         },
         cashOutTower(_parent: any, fieldArgs: any) {

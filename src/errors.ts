@@ -123,6 +123,7 @@ export const HubErrorCodes = {
   HUB_EMBEDDED_PG: "The embedded Postgres could not be initialised, started or shared.",
   HUB_MIGRATION_FAILED: "A migration failed, is not valid UTF-8, or has a hub:replaces-checksum line that names no checksum; nothing of it was applied.",
   HUB_MIGRATION_CHANGED: "A migration already applied has changed since, and does not declare the text it replaces (hub:replaces-checksum).",
+  HUB_MIGRATION_PRE_BASELINE: "The database has some but not all of the core migrations 0001 to 0029 that the baseline (0029-baseline) replaces: start it once with a hub from before the baseline, which applies the rest, then with this one.",
   HUB_MIGRATION_NAME: "The migrations folder cannot be read, a numbered file is not named like 001-name.sql, or two files share a number.",
   HUB_NESTED_TRANSACTION: "withPgClientTransaction was called on a client already inside a transaction it began.",
   HUB_NOT_STARTED: "The superuserPool exported by @hubpkg/hub/db was used before the server started.",

@@ -1,7 +1,5 @@
 import { pino, type Logger } from "pino";
 import type { LogLevel } from "./config.js";
-import { forwardingProxy } from "./forwarding-proxy.js";
-import { currentServer } from "./server-state.js";
 
 export type { Logger };
 
@@ -36,15 +34,3 @@ export function createLogger(options: { level: LogLevel; pretty: boolean; /** De
       : {}),
   });
 }
-
-/** Before any server starts: a plain JSON logger at "info", so importing the façade early never fails. */
-const beforeAnyServer: Logger = pino({ level: "info", redact: { paths: REDACT, censor: "[redacted]" } });
-
-/**
- * The logger of the running server, for plugin code (`@hubpkg/hub/logger`):
- * that of the server started last that is still running (src/server-state.ts).
- */
-export const logger: Logger = forwardingProxy(
-  () => currentServer()?.log ?? beforeAnyServer,
-  () => undefined,
-);

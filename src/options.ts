@@ -1,8 +1,10 @@
-import type { LogLevel } from "./config.js";
+import { readConfig, type HubConfig, type LogLevel } from "./config.js";
 import { HubError, optionInvalid } from "./errors.js";
 import { optionChecker, pathText } from "./option-schema.js";
-import { WEBSOCKET_OPTION_SCHEMA, type WebSocketLimits } from "./live/limits.js";
-import { TRANSFER_OPTIONS_SCHEMA } from "./transfers/options.js";
+import { WEBSOCKET_OPTION_SCHEMA, webSocketLimits, type WebSocketLimits } from "./live/limits.js";
+import { resolveTransferOptions, TRANSFER_OPTIONS_SCHEMA, type ResolvedTransferOptions } from "./transfers/options.js";
+import { DEFAULT_QUERY_LIMITS } from "./graphql/query-limits.js";
+import { DEFAULT_IDENTITY_LIMITS } from "./db/identity-limit.js";
 
 /** What `configureApp` receives in the object form. */
 export interface ConfigureAppArgs<App> {
@@ -78,7 +80,12 @@ export interface ServerOptions {
    * instead of stopping the start with HUB_PLUGIN_FAILED (default false).
    */
   lenientSchema?: boolean;
-  /** Stop cleanly on SIGINT/SIGTERM; default true. */
+  /**
+   * startAndListen only: stop cleanly on SIGINT/SIGTERM (the drain, then the
+   * close), then exit the process (default false: the library leaves the
+   * process alone; `node dist/server.js` and the `hub init` project handle
+   * their signals themselves). Ignored by the Fastify plugin and buildHub.
+   */
   handleSignals?: boolean;
   /** Bounds on WebSocket (subscription) connections (README: Live updates). */
   websocket?: Partial<WebSocketLimits>;
@@ -183,10 +190,10 @@ export const KNOWN_OPTIONS = Object.keys(OPTION_SCHEMAS) as (keyof ServerOptions
 const checkOptions = optionChecker({ type: "object", properties: OPTION_SCHEMAS, additionalProperties: false });
 
 /** Reject misspelt or mistyped options up front, naming what was received. */
-export function validateOptions(options: unknown): ServerOptions {
+export function validateOptions(options: unknown, entry = "startAndListen"): ServerOptions {
   if (options === undefined) return {};
   if (typeof options !== "object" || options === null || Array.isArray(options)) {
-    throw new HubError("HUB_OPTION_INVALID", `startAndListen expects an options object; received ${typeof options}.`);
+    throw new HubError("HUB_OPTION_INVALID", `${entry} expects an options object; received ${typeof options}.`);
   }
   const problem = checkOptions(options);
   if (!problem) return options as ServerOptions;
@@ -195,4 +202,68 @@ export function validateOptions(options: unknown): ServerOptions {
     throw new HubError("HUB_OPTION_UNKNOWN", `Unknown server option "${option}". Known options: ${KNOWN_OPTIONS.join(", ")}.`);
   }
   throw optionInvalid(option!, problem.received, problem.expected, inner.length ? pathText(problem.path) : undefined);
+}
+
+/**
+ * Every setting a server runs with, resolved once: the options checked, the
+ * environment merged under them (readConfig: the options override their
+ * variables), and each default filled in. What the server reads, it reads here.
+ */
+export interface ResolvedOptions extends HubConfig {
+  /** The plugins option as given: undefined means defaultPlugins (resolved where the schema is built, to keep this module light). */
+  plugins: GraphileConfig.Plugin[] | undefined;
+  extraPgSchemas: string[];
+  configureApp: ConfigureApp | undefined;
+  userDatabaseMigrationsPath: string | undefined;
+  exportSchemaSDLPath: string | undefined;
+  /** Whether the port came from the options (a taken port is then reported as the option's). */
+  portFromOption: boolean;
+  logPretty: boolean;
+  identityCacheTtlMs: number;
+  maxQueryDepth: number;
+  maxQueryAliases: number;
+  maxQuerySelections: number;
+  statementTimeoutMs: number;
+  requestTimeoutMs: number;
+  shutdownTimeoutMs: number;
+  perIdentityConnections: number;
+  perIdentityQueue: number;
+  graphiql: boolean;
+  lenientSchema: boolean;
+  handleSignals: boolean;
+  websocket: WebSocketLimits;
+  transfers: ResolvedTransferOptions;
+  pools: ServerOptions["pools"];
+}
+
+/** Check the options, read the environment under them, and fill in every default: one object for the whole server. */
+export function resolveOptions(raw: unknown, env: Record<string, string | undefined> = process.env, entry?: string): ResolvedOptions {
+  const options = validateOptions(raw, entry);
+  const config = readConfig(env, options as Record<string, unknown>);
+  const production = config.nodeEnv === "production";
+  return {
+    ...config,
+    plugins: options.plugins,
+    extraPgSchemas: options.extraPgSchemas ?? [],
+    configureApp: options.configureApp,
+    userDatabaseMigrationsPath: options.userDatabaseMigrationsPath,
+    exportSchemaSDLPath: options.exportSchemaSDLPath,
+    portFromOption: options.port !== undefined,
+    logPretty: config.logPretty ?? (config.nodeEnv === "development" && process.stdout.isTTY === true),
+    identityCacheTtlMs: options.identityCacheTtlMs ?? 1000,
+    maxQueryDepth: options.maxQueryDepth ?? DEFAULT_QUERY_LIMITS.maxDepth,
+    maxQueryAliases: options.maxQueryAliases ?? DEFAULT_QUERY_LIMITS.maxAliases,
+    maxQuerySelections: options.maxQuerySelections ?? DEFAULT_QUERY_LIMITS.maxSelections,
+    statementTimeoutMs: options.statementTimeoutMs ?? 10_000,
+    requestTimeoutMs: options.requestTimeoutMs ?? 30_000,
+    shutdownTimeoutMs: options.shutdownTimeoutMs ?? 10_000,
+    perIdentityConnections: options.perIdentityConnections ?? DEFAULT_IDENTITY_LIMITS.connections,
+    perIdentityQueue: options.perIdentityQueue ?? DEFAULT_IDENTITY_LIMITS.queue,
+    graphiql: options.graphiql ?? !production,
+    lenientSchema: options.lenientSchema ?? false,
+    handleSignals: options.handleSignals ?? false,
+    websocket: webSocketLimits(options.websocket),
+    transfers: resolveTransferOptions(options.transfers),
+    pools: options.pools,
+  };
 }

@@ -7,8 +7,8 @@ import type { CasinoKeys } from "./auth/casino-token.js";
 import type { TransferRuntime } from "./transfers/runtime.js";
 
 /**
- * Everything one server holds that can change while it runs. startAndListen
- * makes one per call and hands it to what needs it: the schema's plugins
+ * Everything one server holds that can change while it runs. Each hub (the
+ * plugin, buildHub, startAndListen) makes one, once its pools are open, and hands it to what needs it: the schema's plugins
  * through the build (`build.hubServer`) and the GraphQL context
  * (`serverOf(context)`), the HTTP side through the Fastify instance
  * (`app.hubServer`). Two servers in one process share none of it.
@@ -17,44 +17,16 @@ export interface ServerState {
   readonly log: Logger;
   /** Request counters: serverStats(). */
   readonly stats: ServerStatsRecorder;
-  /** Set once the database answers. */
-  pools: HubPools | undefined;
-  /** Authorization → identity, with its cache; set once the credentials pool is open. */
-  resolver: IdentityResolver | undefined;
+  /** The GraphQL, superuser and credentials pools, open when the state is made. */
+  readonly pools: HubPools;
+  /** Authorization → identity, with its cache (on the credentials pool). */
+  readonly resolver: IdentityResolver;
   /** Hash chains: creations in progress, the worker-thread queue, the derived segments. */
   readonly chains: ChainSecrets;
   /** Casinos' token keys: the JWKS fetchers and what was last recorded of each set. */
   readonly casinoKeys: CasinoKeys;
   /** The transfer options and this server's workers. */
   readonly transfers: TransferRuntime;
-}
-
-/**
- * The servers running in this process, oldest first. Only the module-level
- * façades (`superuserPool` of `@hubpkg/hub/db`, `logger` of
- * `@hubpkg/hub/logger`, `serverStats()` without a request, the exported hash
- * chain helpers) read it: they follow the most recently started server that is
- * still running, and fall back to the one started before it once it stops.
- * Nothing a server does reads another server's state through it.
- */
-const running: ServerState[] = [];
-
-export function serverStarted(state: ServerState): void {
-  running.push(state);
-}
-
-export function serverStopped(state: ServerState): void {
-  const at = running.lastIndexOf(state);
-  if (at >= 0) running.splice(at, 1);
-}
-
-/** The server the façades follow, optionally the latest one that has reached a given point (e.g. open pools). */
-export function currentServer(having?: (state: ServerState) => boolean): ServerState | undefined {
-  for (let i = running.length - 1; i >= 0; i--) {
-    const state = running[i]!;
-    if (!having || having(state)) return state;
-  }
-  return undefined;
 }
 
 /**

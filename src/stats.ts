@@ -4,7 +4,6 @@
  * for the hot path, and no client library is imposed on users. Each server
  * has its own (a test process may run several).
  */
-import { currentServer } from "./server-state.js";
 
 export type ResponseKind = "graphql" | "express" | "other";
 
@@ -52,15 +51,7 @@ export function attachServerStats(requestPrototype: object, stats: ServerStatsRe
   Object.defineProperty(requestPrototype, STATS, { value: stats, configurable: true });
 }
 
-/** Before any server starts: zeros, and the time this module loaded (nothing counts into it). */
-const beforeAnyServer: ServerStatsRecorder = createServerStats();
-
-/**
- * The stats of the server that received `req` (an Express request of the app
- * `configureApp` configured); without a request, those of the server started
- * last that is still running in this process (src/server-state.ts).
- */
-export function serverStats(req?: object): ServerStats {
-  const own = req === undefined ? undefined : (req as { [STATS]?: ServerStatsRecorder })[STATS];
-  return (own ?? currentServer()?.stats ?? beforeAnyServer).snapshot();
+/** The stats of the server that received `req` (an Express request of the app `configureApp` configured); undefined for any other object. */
+export function serverStatsOfRequest(req: object): ServerStatsRecorder | undefined {
+  return (req as { [STATS]?: ServerStatsRecorder })[STATS];
 }

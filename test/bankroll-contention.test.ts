@@ -15,7 +15,10 @@ import {
 } from "@hubpkg/hub/test";
 import { dbSettleBet, withPgPoolTransaction } from "@hubpkg/hub/db";
 import pg from "pg";
+import { pino } from "pino";
 import { createSettleGroups } from "../dist/src/fair/settle-group.js";
+// Internal: a server's folds, made here on pools of the test's own so their log can be read.
+import { attachBankrollFolds, createBankrollFolds, foldBankroll } from "../dist/src/money/fold.js";
 
 /*
  * Bets of one currency share commits (hub_hidden.settle_outcome_bets): many
@@ -434,4 +437,64 @@ t.test("dbSettleBet on a slot: a transaction that dies writes nothing; a committ
   // Idle slots are given back: the operator can take the whole bankroll again.
   await hub.dbPool.query("select hub_hidden.adjust_bankroll($1, $2, $3, 'test', 'take it all')", [casinoId, CURRENCY, -bankroll.amount]);
   t.same(await slotsOf(CURRENCY), { n: 1, cover: 0 }, "the operator's debit released the idle slot's cover and took the whole bankroll");
+});
+
+t.test("a fold that fails after a bet's commit is logged with its bankroll and retried until it succeeds; each server's folds are its own", async (t) => {
+  const CURRENCY = "RETRY";
+  await createCurrency(hub.dbPool, { casinoId, key: CURRENCY, displayUnitName: "retry", displayUnitScale: 1 });
+  await createHouseBankroll(hub.dbPool, { casinoId, currencyKey: CURRENCY, amount: 1_000_000 });
+  const [p] = await players(1, CURRENCY, 1000);
+  const bankrollId = (await hub.dbPool.query<{ id: string }>("select id from hub.bankroll where casino_id = $1 and currency_key = $2", [casinoId, CURRENCY])).rows[0]!.id;
+
+  // Two servers' folds, each on its pool with its log; a fold waits at most 100 ms for the bankroll's lock.
+  const server = (name: string) => {
+    const lines: { level: number; msg: string; bankrollId?: string; err?: { message: string } }[] = [];
+    const pool = new pg.Pool({ connectionString: hub.superuserDatabaseUrl, max: 2, options: "-c lock_timeout=100" });
+    const log = pino({ name, level: "info" }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const folds = createBankrollFolds(pool, log);
+    const detach = attachBankrollFolds(pool, folds);
+    t.teardown(async () => {
+      detach();
+      await folds.close();
+      await pool.end();
+    });
+    return { lines, pool };
+  };
+  const a = server("a");
+  const b = server("b");
+
+  // A bet settled against a slot and committed by hand (no fold after it): the bankroll row was busy.
+  const holder = await wide.connect();
+  const bettor = await wide.connect();
+  await holder.query("begin");
+  await holder.query("select 1 from hub.bankroll where id = $1 for update", [bankrollId]);
+  await bettor.query("begin");
+  const settling = dbSettleBet(bettor, { userId: p!.userId, casinoId, experienceId, currencyKey: CURRENCY, kind: "retry", wager: 100, payout: 0, maxPayout: 200 });
+  await new Promise((r) => setTimeout(r, 200));
+  await holder.query("commit");
+  await settling;
+  await bettor.query("commit");
+  bettor.release();
+  t.equal((await pendingOf(CURRENCY)).n, 1, "the bet's house side is pending");
+
+  // The bankroll locked again: server a's fold after the commit times out, and the answer does not wait for its retries.
+  await holder.query("begin");
+  await holder.query("select 1 from hub.bankroll where id = $1 for update", [bankrollId]);
+  const client = await a.pool.connect();
+  await foldBankroll(client, bankrollId);
+  client.release();
+  const warned = a.lines.find((l) => l.level === 40 && l.bankrollId === bankrollId);
+  t.match(warned, { msg: /bankroll fold failed/, err: { message: /lock timeout/ } }, "the failure is logged (warn) with the bankroll and the error");
+  t.equal((await pendingOf(CURRENCY)).n, 1, "the bet is still pending while the bankroll is locked");
+  t.same(b.lines, [], "the other server's folds saw nothing of it");
+  await new Promise((r) => setTimeout(r, 300));
+  t.ok(a.lines.filter((l) => l.level === 40 && l.bankrollId === bankrollId).length >= 2, "it was retried, and each failure logged");
+  await holder.query("commit");
+  holder.release();
+
+  const deadline = Date.now() + 15_000;
+  while (!a.lines.some((l) => l.level === 30 && l.bankrollId === bankrollId) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  t.match(a.lines.find((l) => l.level === 30 && l.bankrollId === bankrollId), { msg: /succeeded on retry/ }, "the retry that succeeded is logged");
+  t.same(await pendingOf(CURRENCY), { n: 0, sum: 0 }, "and the bankroll includes the bet");
+  t.same(b.lines, [], "server b logged nothing");
 });

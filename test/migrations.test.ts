@@ -7,7 +7,8 @@ import pg from "pg";
 import t from "tap";
 import { startAndListen } from "@hubpkg/hub";
 import { referenceMigrationsPath } from "@hubpkg/hub/plugins";
-import { CORE_MIGRATIONS_DIR, readCoreMigrations } from "../dist/src/db/core-migrations.js";
+import { CORE_MIGRATIONS_DIR, PRE_BASELINE_MIGRATIONS, readCoreMigrations } from "../dist/src/db/core-migrations.js";
+import { readMigrationFolder } from "../dist/src/db/migration-files.js";
 import { coreChecksum } from "../dist/src/test-kit/cluster.js";
 import { ROOT } from "./helpers/process.js";
 import { tmpDir, writeFiles } from "./helpers/tmp.js";
@@ -199,12 +200,13 @@ t.test("a .sql file whose name does not start with a number is skipped, not appl
   t.same(await query(hub.superuserDatabaseUrl, "select 1 from pg_class where relname = 'never'"), [], "the unnumbered file did not run");
 });
 
-t.test("core migrations: the .sql files are what databases recorded before, byte for byte, and ship in the package", async (t) => {
-  // Recorded from the last release whose core migrations were strings in the code: every database migrated by
-  // it holds these names and SHA-256 checksums in hub_secret.migration, and test kits named their template by it.
+t.test("core migrations: the .sql files are what databases record, never edited once released, and ship in the package", async (t) => {
+  // Every database migrated by this version holds these names and SHA-256 checksums in hub_secret.migration,
+  // and test kits name their template by them: a change goes in a new file, never in one listed here.
   const released = JSON.parse(fs.readFileSync(path.join(ROOT, "test/fixtures/core-migration-checksums.json"), "utf8")) as {
     templateChecksum: string;
     migrations: { name: string; checksum: string }[];
+    preBaseline: { migrations: { name: string; checksum: string }[] };
   };
   const core = await readCoreMigrations();
   t.same(
@@ -213,6 +215,12 @@ t.test("core migrations: the .sql files are what databases recorded before, byte
     "the same names, in the same order, with the same checksums",
   );
   t.equal(await coreChecksum(), released.templateChecksum, "the test kit's template keeps its name");
+
+  // The migrations the baseline replaced: the names the runner recognises, and the test copies
+  // (test/fixtures/pre-baseline-migrations) are the texts those databases recorded, byte for byte.
+  t.same(PRE_BASELINE_MIGRATIONS, released.preBaseline.migrations.map((m) => m.name), "the runner recognises the released names");
+  const old = await readMigrationFolder(path.join(ROOT, "test/fixtures/pre-baseline-migrations"), "core", "the pre-baseline copies");
+  t.same(old.map((m) => ({ name: m.name, checksum: m.checksum })), released.preBaseline.migrations, "the copies are the released texts");
 
   // What a hub records in the database is those same stamps, and a restart leaves them as they are.
   // A data dir of its own: what a hub records when it migrates a database from nothing.

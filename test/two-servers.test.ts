@@ -10,9 +10,10 @@ import { pino } from "pino";
 import { startTestServer, type TestServer } from "../dist/src/exports/test.js";
 import { superuserPool } from "../dist/src/exports/db.js";
 import { logger } from "../dist/src/exports/logger.js";
-import { defaultPlugins, HubGameConfigPlugin, serverStats } from "../dist/src/index.js";
+import { defaultPlugins, HubGameConfigPlugin, serverStats, startAndListen } from "../dist/src/index.js";
 import { createCasino, createCurrency, createExperience, createHouseBankroll, createPlayer, createPlayerBalance } from "../dist/src/exports/test.js";
-import { SERVER_STATE, startAndListen } from "../dist/src/start.js";
+import { SERVER_STATE } from "../dist/src/start.js";
+import { TowerPlugin, referenceMigrationsPath } from "../dist/plugins/index.js";
 import type { ServerState } from "../dist/src/server-state.js";
 import { gql } from "./helpers/http.js";
 import { makePlayer, withPool } from "./helpers/credentials.js";
@@ -47,7 +48,9 @@ const sameDatabase = (pool: { options: { connectionString?: string } }) => new U
 let a: TestServer;
 let b: TestServer;
 t.before(async () => {
-  a = await startTestServer({ logLevel: "info", identityCacheTtlMs: 60_000, transfers: { clockSkewMs: 1111 }, ...whoAmI("a") });
+  // a also runs the reference tower, a plugin written as a user writes one.
+  const tower = { extraPgSchemas: ["app"], userDatabaseMigrationsPath: referenceMigrationsPath, plugins: [...whoAmI("a").plugins, TowerPlugin({ maxFloor: 3 })] };
+  a = await startTestServer({ logLevel: "info", identityCacheTtlMs: 60_000, transfers: { clockSkewMs: 1111 }, ...whoAmI("a"), ...tower });
   b = await startTestServer({ logLevel: "info", identityCacheTtlMs: 60_000, transfers: { clockSkewMs: 2222 }, ...whoAmI("b") });
 });
 t.teardown(async () => {
@@ -136,6 +139,33 @@ t.test("a bet's hash is derived in the cache of the server that took the bet", a
     { input: { kind: "GENERAL", wager: 100, currency: "BTC", hashChainId, clientSeed: "seed", outcomes: [{ weight: 1, profit: 0.98 }, { weight: 1, profit: -1 }] } },
   );
   t.equal(bet.hubMakeOutcomeBet.result.__typename, "HubMakeOutcomeBetSuccess", "a took the bet");
+  t.ok([...sa.chains.segments.keys()].some((key) => key.startsWith(`${hashChainId}:`)), "a's cache holds the chain's derived segment");
+  t.notOk([...sb.chains.segments.keys()].some((key) => key.startsWith(`${hashChainId}:`)), "b's cache has nothing of it");
+  t.equal(sb.chains.segments.size, sizeOfB, "b's cache did not change");
+});
+
+t.test("a tower move's hash is derived in the cache of the server that took it (the plugin passes context.hashChains)", async (t) => {
+  const casinoId = (await createCasino(a.dbPool, { name: "two-servers-tower" })).id;
+  await createCurrency(a.dbPool, { casinoId, key: "BTC", displayUnitName: "bits", displayUnitScale: 100 });
+  const experienceId = (await createExperience(a.dbPool, { casinoId })).id;
+  await createHouseBankroll(a.dbPool, { casinoId, currencyKey: "BTC", amount: 10_000_000 });
+  const userId = (await createPlayer(a.dbPool, { casinoId, uname: "climber" })).id;
+  await createPlayerBalance(a.dbPool, { userId, experienceId, currencyKey: "BTC", amount: 10_000 });
+  const { graphqlClient } = await a.authenticate(userId, experienceId);
+  const chain = await graphqlClient.request<{ hubCreateHashChain: { hashChain: { id: string } } }>("mutation { hubCreateHashChain { hashChain { id } } }");
+  const hashChainId = chain.hubCreateHashChain.hashChain.id;
+  const started = await graphqlClient.request<{ startTower: { result: { __typename: string; game?: { id: string } } } }>(
+    `mutation { startTower(input: { wager: 100, currency: "BTC" }) { result { __typename ... on StartTowerSuccess { game { id } } } } }`,
+  );
+  t.equal(started.startTower.result.__typename, "StartTowerSuccess", "a started the climb");
+  const [sa, sb] = [stateOf(a), stateOf(b)];
+  const sizeOfB = sb.chains.segments.size;
+  // b was started last: the module-level getIntermediateHash would use b's cache; a's move must not.
+  const moved = await graphqlClient.request<{ moveTower: { result: { __typename: string } } }>(
+    `mutation($input: MoveTowerInput!) { moveTower(input: $input) { result { __typename } } }`,
+    { input: { gameId: started.startTower.result.game!.id, tile: 0, hashChainId, clientSeed: "seed" } },
+  );
+  t.equal(moved.moveTower.result.__typename, "MoveTowerSuccess", "a took the move");
   t.ok([...sa.chains.segments.keys()].some((key) => key.startsWith(`${hashChainId}:`)), "a's cache holds the chain's derived segment");
   t.notOk([...sb.chains.segments.keys()].some((key) => key.startsWith(`${hashChainId}:`)), "b's cache has nothing of it");
   t.equal(sb.chains.segments.size, sizeOfB, "b's cache did not change");

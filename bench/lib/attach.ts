@@ -10,7 +10,8 @@ import { endPool, openDatabase } from "../../dist/src/db/database.js";
 import { openPools } from "../../dist/src/db/pools.js";
 import { createLogger } from "../../dist/src/logger.js";
 import { createServerState } from "../../dist/src/create-server-state.js";
-import { serverStarted, serverStopped } from "../../dist/src/server-state.js";
+import { createIdentityResolver } from "../../dist/src/auth/resolver.js";
+import { serverStarted, serverStopped } from "../../dist/src/exports/current-server.js";
 import { demoPreset } from "./demo-preset.js";
 
 export async function attachToBenchDatabase(options: { graphqlPipeline?: boolean; plugins?: GraphileConfig.Plugin[] } = {}) {
@@ -18,12 +19,11 @@ export async function attachToBenchDatabase(options: { graphqlPipeline?: boolean
   if (!dataDir) throw new Error("BENCH_DATA_DIR is not set");
   const config = { ...readConfig(), dataDir };
   const log = createLogger({ level: config.logLevel, pretty: false });
-  // A server's state, as startAndListen makes one: the façades (logger, superuserPool) follow it.
-  const server = createServerState({ log });
-  serverStarted(server);
   const db = await openDatabase(config, log);
   const pools = await openPools({ databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl }, log, options.graphqlPipeline === undefined ? {} : { graphqlPipeline: options.graphqlPipeline });
-  server.pools = pools;
+  // A server's state, as a hub makes one once its pools are open: the façades (logger, superuserPool) follow it.
+  const server = createServerState({ log, pools, resolver: createIdentityResolver(pools.credentials) });
+  serverStarted(server);
   const preset = demoPreset(config, pools, log, server);
   const pgl = postgraphile(options.plugins?.length ? { extends: [preset], plugins: options.plugins } : preset);
   const { schema } = await pgl.getSchemaResult();

@@ -16,7 +16,7 @@
 import type pg from "pg";
 // Internal helpers (not a public sub-path), as the tests use them.
 import { createApiKey, createSession, ensurePlayer } from "../../dist/src/auth/credentials.js";
-import { dbCreateHubHashChain } from "../../dist/src/fair/db.js";
+import { dbCreateHubHashChain } from "../../dist/src/exports/hash-chain.js";
 
 export interface Player {
   token: string;

@@ -69,7 +69,7 @@ export function unsealClientId(sealed: Buffer, sessionKey: string, expectedDiges
   return timingSafeEqual(digest(id), expectedDigest) ? id : null;
 }
 
-/** The default casino of development: created by core migration 0004 with is_playground = true. */
+/** The default casino of development: created by the core baseline with is_playground = true. */
 export const PLAYGROUND_CASINO = "playground";
 export const DEFAULT_EXPERIENCE = "default";
 
@@ -151,7 +151,7 @@ async function getOrCreate<T extends pg.QueryResultRow>(
 
 export interface EnsurePlayerInput {
   uname: string;
-  /** Default "playground", the development casino core migration 0004 creates. */
+  /** Default "playground", the development casino the core baseline creates. */
   casinoName?: string | undefined;
   /** Default "default". */
   experienceName?: string | undefined;

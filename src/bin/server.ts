@@ -1,6 +1,8 @@
 /**
  * `node dist/server.js`: the stock server, started on import with the options
  * the environment picks (environment-options.ts: HUB_CONFIG, HUB_EXAMPLES).
+ * This process is the server's alone, so it owns the signals: SIGINT and
+ * SIGTERM drain, stop and exit (a second one exits at once).
  */
 import "./process-setup.js";
 import "../prelude.js";
@@ -33,10 +35,16 @@ try {
 } catch {
   // A configuration error: startAndListen reports it with its message.
 }
-const { startServer } = await import("../start.js");
+const [{ startServer, SERVER_STATE }, { serverStarted, serverStopped }, { stopOnSignals }] = await Promise.all([
+  import("../start.js"),
+  import("../exports/current-server.js"),
+  import("../process-signals.js"),
+]);
 
 try {
-  await startServer(await optionsFromEnvironment(), undefined, { prewarmed });
+  const running = await startServer(await optionsFromEnvironment(), undefined, { prewarmed, registry: { started: serverStarted, stopped: serverStopped } });
+  const state = (running as unknown as Record<symbol, import("../server-state.js").ServerState>)[SERVER_STATE]!;
+  stopOnSignals(running.stop, state.log);
 } catch (error) {
   // A Postgres started early and never adopted (the options failed first) must
   // not outlive us: an initdb still writing into the data dir, or a postmaster.

@@ -2,7 +2,7 @@ import type { Logger } from "../logger.js";
 import { openListenConnection } from "../live/listen-connection.js";
 import type { InternalChannel } from "../live/notifications.js";
 
-/** The channel the credential triggers (core migration 0007) notify on. */
+/** The channel the credential triggers (core baseline, "Functions: credentials") notify on. */
 export const CREDENTIALS_CHANNEL = "hub_credentials_changed";
 
 /**

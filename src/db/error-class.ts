@@ -250,7 +250,7 @@ function dataException({ sqlstate, pgMessage, detail }: Fields): ClientInputErro
 }
 
 /**
- * The whole-amount checks of migration 0017 (0025 inlined them) and what they
+ * The whole-amount checks of the core baseline's money tables and what they
  * guard. Only the player's own balance is shown: the bankroll's size is the
  * casino's business.
  */

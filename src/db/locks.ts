@@ -12,19 +12,23 @@ import type { DbBalance, DbBankroll } from "./types.js";
  * can see whether it runs inside a transaction block, so this function cannot
  * refuse that mistake: the caller must get it right.
  *
- * Lock order is fixed, player balance first and house bankroll second, in
- * every function here. Every bet takes the same path, so two bets can never
- * each hold the lock the other waits for (no deadlock), however many players
- * share one bankroll. A plugin that locks more rows should take these first.
+ * Every path that moves money takes its row locks in the hub's one order,
+ * written at the top of core migration 0030: claims (the transfer worker's
+ * item, idempotency keys), hash chains, player balances by id, the rows that
+ * record a transfer, bankroll slots, the house bankroll. A path may skip a
+ * step but never goes back, so two transactions never each hold a lock the
+ * other waits for (no deadlock), however many players share one bankroll.
+ * A transaction that locks several balances locks them all first, in id
+ * order (dbLockPlayerBalances). A plugin that locks more rows should take the
+ * balance and bankroll locks here after its own claims and chain, and
+ * nothing of the earlier steps after them.
  *
  * The bankroll of a casino's currency is one row that every bet of every
  * player updates, so the longer a bet holds it, the fewer bets per second the
  * whole casino makes. hubMakeOutcomeBet and the tower's start therefore never
  * lock it up front: they read it unlocked for the risk check, lock the chain
- * and the balance, and touch the bankroll only in their last write (for a
- * bet that may win, an UPDATE guarded by `amount >= largest possible win`,
- * whose refusal writes nothing). The bankroll is still the last lock taken,
- * so the order chain → balance → bankroll holds for them too.
+ * and the balance, and touch the bankroll only in their last write. The
+ * bankroll is still the last lock taken.
  */
 
 /** A pg client, pool client or anything with pg's `query`. */
@@ -105,4 +109,35 @@ export async function dbLockPlayerBalanceAndHouseBankroll(
   const dbHouseBankroll = await dbLockHouseBankroll(pgClient, input);
   if (!dbHouseBankroll) return { found: false };
   return { found: true, dbPlayerBalance, dbHouseBankroll };
+}
+
+export interface PlayerBalanceKey {
+  userId: string;
+  experienceId: string;
+  currencyKey: string;
+}
+
+/**
+ * Lock the existing balances among `balances` in the hub's order (ascending
+ * id), in one statement (hub_hidden.lock_balances, core migration 0030). A
+ * transaction that moves several balances calls this before its first other
+ * lock of a balance, slot or bankroll; a balance not created yet locks nothing.
+ */
+export async function dbLockPlayerBalances(pgClient: PgClient, balances: readonly PlayerBalanceKey[]): Promise<void> {
+  if (balances.length === 0) return;
+  await pgClient.query({
+    name: "hub-lock-balances",
+    text: "select hub_hidden.lock_balances($1::jsonb)",
+    values: [JSON.stringify(balances.map((b) => [b.userId, b.experienceId, b.currencyKey]))],
+  });
+}
+
+/** dbLockPlayerBalances for what a casino reports: players by uname, experiences by name. */
+export async function dbLockCasinoBalances(pgClient: PgClient, casinoId: string, balances: readonly { uname: string; experience: string; currencyKey: string }[]): Promise<void> {
+  if (balances.length === 0) return;
+  await pgClient.query({
+    name: "hub-lock-casino-balances",
+    text: "select hub_hidden.lock_casino_balances($1, $2::jsonb)",
+    values: [casinoId, JSON.stringify(balances.map((b) => [b.uname, b.experience, b.currencyKey]))],
+  });
 }

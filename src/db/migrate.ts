@@ -1,8 +1,8 @@
 import pg from "pg";
 import { HubError, invalidArgument } from "../errors.js";
-import { logger, type Logger } from "../logger.js";
+import type { Logger } from "../logger.js";
 import { isInClientTransaction } from "./pools.js";
-import { readCoreMigrations } from "./core-migrations.js";
+import { BASELINE_MIGRATION, PRE_BASELINE_MIGRATIONS, readCoreMigrations } from "./core-migrations.js";
 import { readMigrationFolder, type Migration } from "./migration-files.js";
 import { queryFile } from "./query-files.js";
 import { connectFailed } from "./connection-errors.js";
@@ -18,7 +18,7 @@ const MIGRATION_LOCK_KEY = 7_321_004_117;
  * a file whose name does not start with a number (a disabled example such as
  * skip-002-coinflip.sql) is left out, with one line naming it.
  */
-export function readUserMigrations(dir: string, log: Logger = logger): Promise<Migration[]> {
+export function readUserMigrations(dir: string, log: Logger): Promise<Migration[]> {
   return readMigrationFolder(dir, "user", "userDatabaseMigrationsPath", (file) =>
     log.info({ migration: file }, "skipped a migration file whose name does not start with a number"),
   );
@@ -28,6 +28,31 @@ function lineOf(sql: string, position: string | undefined): string {
   const pos = Number(position);
   if (!Number.isInteger(pos) || pos <= 0) return "";
   return ` (line ${sql.slice(0, pos).split("\n").length})`;
+}
+
+/**
+ * A database migrated before the baseline: with all of 0001 to 0029 recorded
+ * it has the baseline's schema already, so the baseline is recorded as
+ * applied (the old records stay, as its history). With only some, it has a
+ * schema no file here completes: refused, naming what is missing.
+ */
+async function recognisePreBaseline(client: pg.ClientBase, done: Map<string, string>, core: Migration[], log: Logger): Promise<void> {
+  const baseline = core.find((m) => m.name === BASELINE_MIGRATION);
+  if (!baseline || done.has(`core/${baseline.name}`)) return;
+  const recorded = PRE_BASELINE_MIGRATIONS.filter((name) => done.has(`core/${name}`));
+  if (recorded.length === 0) return;
+  if (recorded.length < PRE_BASELINE_MIGRATIONS.length) {
+    const missing = PRE_BASELINE_MIGRATIONS.filter((name) => !done.has(`core/${name}`));
+    throw new HubError(
+      "HUB_MIGRATION_PRE_BASELINE",
+      `This database has ${recorded.length} of the ${PRE_BASELINE_MIGRATIONS.length} core migrations that ${BASELINE_MIGRATION} replaces (missing: ${missing.join(", ")}), ` +
+        `so its schema is one this version cannot finish. Start it once with a hub from before the baseline (@hubpkg/hub whose src/db/migrations ends at 0029-instances.sql), ` +
+        `which applies the missing ones, then start this version: it recognises a database with all of 0001 to 0029 applied.`,
+    );
+  }
+  await client.query("insert into hub_secret.migration (kind, name, checksum) values ('core', $1, $2)", [baseline.name, baseline.checksum]);
+  done.set(`core/${baseline.name}`, baseline.checksum);
+  log.info({ migration: baseline.name }, "the database has core migrations 0001 to 0029, whose schema the baseline is: recorded it as applied without running it");
 }
 
 /**
@@ -46,11 +71,15 @@ export async function migrate(pool: pg.Pool, options: { userMigrationsPath?: str
 }
 
 /**
- * `runMigrations` of `@hubpkg/hub`: the same, on a client the caller holds (a
+ * `runMigrations` of `@hubpkg/hub` (src/exports/migrate.ts): the same, on a client the caller holds (a
  * reset script drops the schemas, then runs this). The client must not be
  * inside a transaction: each migration commits on its own.
  */
-export async function runMigrations(options: { pgClient: pg.ClientBase; userDatabaseMigrationsPath?: string | undefined }): Promise<{ applied: string[] }> {
+export async function runMigrations(
+  options: { pgClient: pg.ClientBase; userDatabaseMigrationsPath?: string | undefined },
+  /** Where skipped files are named. */
+  log: Logger,
+): Promise<{ applied: string[] }> {
   const { pgClient, userDatabaseMigrationsPath } = options ?? {};
   if (!pgClient || typeof (pgClient as { query?: unknown }).query !== "function") {
     throw invalidArgument("runMigrations: pgClient must be a connected pg client (a pg.Client, or pool.connect()'s client).");
@@ -58,7 +87,7 @@ export async function runMigrations(options: { pgClient: pg.ClientBase; userData
   if (isInClientTransaction(pgClient)) {
     throw invalidArgument("runMigrations: pgClient is inside a withPgClientTransaction transaction; each migration commits on its own, so run it outside.");
   }
-  return migrateOnClient(pgClient, { userMigrationsPath: userDatabaseMigrationsPath, log: logger });
+  return migrateOnClient(pgClient, { userMigrationsPath: userDatabaseMigrationsPath, log });
 }
 
 /**
@@ -69,7 +98,8 @@ export async function runMigrations(options: { pgClient: pg.ClientBase; userData
 async function migrateOnClient(client: pg.ClientBase, options: { userMigrationsPath?: string | undefined; log: Logger }): Promise<{ applied: string[] }> {
   const { log } = options;
   const user = options.userMigrationsPath ? await readUserMigrations(options.userMigrationsPath, log) : [];
-  const all: Migration[] = [...(await readCoreMigrations()), ...user];
+  const core = await readCoreMigrations();
+  const all: Migration[] = [...core, ...user];
   const applied: string[] = [];
   await client.query("select pg_advisory_lock($1)", [MIGRATION_LOCK_KEY]);
   try {
@@ -78,6 +108,7 @@ async function migrateOnClient(client: pg.ClientBase, options: { userMigrationsP
       "select kind, name, checksum from hub_secret.migration",
     );
     const done = new Map(rows.map((r) => [`${r.kind}/${r.name}`, r.checksum]));
+    await recognisePreBaseline(client, done, core, log);
     for (const m of all) {
       const previous = done.get(`${m.kind}/${m.name}`);
       if (previous !== undefined) {

@@ -3,9 +3,7 @@ import { HubError } from "../errors.js";
 import type { Logger } from "../logger.js";
 import { connectFailed } from "./connection-errors.js";
 import { DEFAULT_POOL_SIZES } from "./connection-budget.js";
-import { forwardingProxy } from "../forwarding-proxy.js";
 import { codePoolSaturation, CommitInDoubtError, lostInFlight } from "./error-class.js";
-import { currentServer } from "../server-state.js";
 
 export interface HubPools {
   /** Connects as the authenticator; every GraphQL request switches to app_postgraphile. */
@@ -197,22 +195,3 @@ export async function withPgPoolTransaction<T>(pool: pg.Pool, fn: (pgClient: pg.
 
 /** Whether withPgClientTransaction has a transaction open on this client. */
 export const isInClientTransaction = (pgClient: pg.ClientBase): boolean => inTransaction.has(pgClient);
-
-/**
- * `superuserPool` as exported from `@hubpkg/hub/db`: a stable object a plugin
- * module can import before the server starts; it forwards to the superuser
- * pool of the server started last that is still running (src/server-state.ts;
- * with several servers in one process, use `context.superuserPool` or
- * `req.superuserPool`, which are always the request's own server's), and says
- * so clearly when used before any server has opened its pools.
- */
-export const superuserPool: pg.Pool = forwardingProxy(
-  () => currentServer((server) => server.pools !== undefined)?.pools?.superuser,
-  (prop) => {
-    if (prop === "then") return undefined; // not a thenable
-    throw new HubError(
-      "HUB_NOT_STARTED",
-      `superuserPool.${String(prop)} was used before the hub started; use it inside resolvers, plans or routes, or after startAndListen() resolves.`,
-    );
-  },
-);

@@ -1,4 +1,5 @@
-export { superuserPool, withPgPoolTransaction, withPgClientTransaction } from "../db/pools.js";
+export { withPgPoolTransaction, withPgClientTransaction } from "../db/pools.js";
+export { superuserPool } from "./superuser-pool.js";
 export type * from "../db/types.js";
 export type { PoolClient, Pool } from "pg";
 export { dbLockPlayerBalanceAndHouseBankroll, dbLockPlayerBalance, dbLockHouseBankroll } from "../db/locks.js";

@@ -23,8 +23,6 @@ import { randomBytes, createHash } from "node:crypto";
 import { Worker } from "node:worker_threads";
 import { LRUCache } from "lru-cache";
 import type pg from "pg";
-import { superuserPool } from "../db/pools.js";
-import { currentServer } from "../server-state.js";
 
 type Queryable = Pick<pg.ClientBase, "query">;
 
@@ -106,6 +104,12 @@ export interface ChainSecrets {
   generate(maxIteration: number, seed?: Buffer, owner?: string): Promise<NewChainSecret>;
   /** Forget a chain's cached segments (once it is revealed). */
   forget(hashChainId: string): void;
+  /**
+   * h(iteration) of a chain whose seed the hub holds (an unrevealed chain),
+   * for 1 ≤ iteration ≤ maxIteration. Reads the secret on the given client
+   * only when the segment is not in this cache. The result does not depend on
+   * the cache: the checkpoints determine the chain.
+   */
   intermediateHash(input: IntermediateHashInput): Promise<GetIntermediateHashResult>;
   /** The derived segments, by `chain id:segment index` (at most CACHE_SEGMENTS). */
   readonly segments: LRUCache<string, Segment>;
@@ -196,42 +200,13 @@ function workerChain(seed: Buffer, maxIteration: number, k: number): Promise<{ c
   });
 }
 
-/**
- * The chain work of the server the module-level functions below follow (the
- * one started last, src/server-state.ts); with no server running, a fresh one
- * for the call, which keeps nothing.
- */
-const currentChains = (): ChainSecrets => currentServer()?.chains ?? createChainSecrets();
-
-/** reserveCreation of the current server's chain work (see ChainSecrets). */
-export const reserveChainCreation = (player: string) => currentChains().reserveCreation(player);
-
-/**
- * A fresh random seed, its checkpoints and its terminal hash h(maxIteration).
- * `owner` (the player's id) is the line a long chain waits in for a worker.
- */
-export const generateChainSecret = (maxIteration: number, seed?: Buffer, owner?: string): Promise<NewChainSecret> => currentChains().generate(maxIteration, seed, owner);
-
-/** Forget a chain's cached segments (once it is revealed) in the current server's cache. */
-export const forgetChain = (hashChainId: string): void => currentChains().forget(hashChainId);
-
 export type GetIntermediateHashResult = { type: "success"; hash: Uint8Array } | { type: "error"; reason: string };
 
-interface IntermediateHashInput {
+/** Which hash to derive, and the client the chain's secret is read on when its segment is not cached. */
+export interface IntermediateHashInput {
   hashChainId: string;
   iteration: number;
-  pgClient?: Queryable;
-}
-
-/**
- * h(iteration) of a chain whose seed the hub holds (an unrevealed chain),
- * for 1 ≤ iteration ≤ maxIteration. Reads the secret on the given client (or
- * the hub's superuser pool) only when the segment is not cached; the cache is
- * the current server's (src/server-state.ts). The result does not depend on
- * the cache: the checkpoints determine the chain.
- */
-export function getIntermediateHash(input: IntermediateHashInput): Promise<GetIntermediateHashResult> {
-  return currentChains().intermediateHash(input);
+  pgClient: Queryable;
 }
 
 async function intermediateHash(input: IntermediateHashInput, cache: LRUCache<string, Segment>): Promise<GetIntermediateHashResult> {
@@ -244,8 +219,7 @@ async function intermediateHash(input: IntermediateHashInput, cache: LRUCache<st
   const key = `${hashChainId}:${segmentIndex}`;
   let segment = cache.get(key);
   if (!segment) {
-    const client = input.pgClient ?? superuserPool;
-    const { rows } = await client.query<{ max_iteration: number; checkpoint_interval: number; start: Buffer | null }>(
+    const { rows } = await input.pgClient.query<{ max_iteration: number; checkpoint_interval: number; start: Buffer | null }>(
       `select c.max_iteration, s.checkpoint_interval,
               case when $2::int / s.checkpoint_interval = 0 then s.seed
                    else substring(s.checkpoints from ($2::int / s.checkpoint_interval - 1) * 32 + 1 for 32) end as start

@@ -5,7 +5,7 @@
  * (dbLockPlayerBalanceAndHouseBankroll), so concurrent bets cannot deadlock.
  */
 import type pg from "pg";
-import { generateChainSecret, forgetChain, type ChainSecrets } from "./chain-secret.js";
+import type { ChainSecrets } from "./chain-secret.js";
 import { withPgPoolTransaction } from "../db/pools.js";
 
 type Queryable = Pick<pg.ClientBase, "query">;
@@ -98,14 +98,14 @@ export async function dbNextHubHashChainIteration(pgClient: Queryable, input: { 
 export async function dbCreateHubHashChain(
   pool: pg.Pool,
   input: { userId: string; casinoId: string; experienceId: string; maxIteration?: number },
-  /** Whose worker threads compute the chain: the server's (default: the one started last). */
-  chains?: ChainSecrets,
+  /** Whose worker threads compute the chain: the server's (`context.hashChains`). */
+  chains: ChainSecrets,
 ): Promise<{ hashChain: DbHashChain; terminalHash: DbHash }> {
   const maxIteration = input.maxIteration ?? DEFAULT_HASH_CHAIN_LENGTH;
   if (!Number.isSafeInteger(maxIteration) || maxIteration < 2 || maxIteration > MAX_HASH_CHAIN_LENGTH) {
     throw new RangeError(`a hash chain has 2 to ${MAX_HASH_CHAIN_LENGTH} hashes; received ${maxIteration}.`);
   }
-  const secret = await (chains ? chains.generate(maxIteration, undefined, input.userId) : generateChainSecret(maxIteration, undefined, input.userId));
+  const secret = await chains.generate(maxIteration, undefined, input.userId);
   return withPgPoolTransaction(pool, async (pgClient) => {
     // One creation at a time per player and experience, so exactly one chain stays active.
     await pgClient.query("select pg_advisory_xact_lock(hashtextextended('hub.hash_chain:' || $1 || ':' || $2, 0))", [input.userId, input.experienceId]);
@@ -137,8 +137,8 @@ export async function dbCreateHubHashChain(
 export async function dbRevealHubHashChain(
   pool: pg.Pool,
   input: { userId: string; casinoId: string; experienceId: string; hashChainId: string },
-  /** Whose cache forgets the chain: the server's (default: the one started last). */
-  chains?: ChainSecrets,
+  /** Whose cache forgets the chain: the server's (`context.hashChains`). */
+  chains: ChainSecrets,
 ): Promise<DbHash | null> {
   const preimage = await withPgPoolTransaction(pool, async (pgClient) => {
     const chain = await dbLockHubHashChain(pgClient, { ...input, active: "any" });
@@ -151,6 +151,6 @@ export async function dbRevealHubHashChain(
     await pgClient.query("update hub.hash_chain set active = false where id = $1", [chain.id]);
     return dbInsertHubHash(pgClient, { hashChainId: chain.id, kind: "PREIMAGE", digest: seed, iteration: 0 });
   });
-  if (preimage) (chains ? chains.forget(input.hashChainId) : forgetChain(input.hashChainId));
+  if (preimage) chains.forget(input.hashChainId);
   return preimage;
 }

@@ -10,7 +10,7 @@ import { clientError } from "../graphql/client-error.js";
 import { withPgPoolTransaction } from "../db/pools.js";
 import { unboundedPool } from "../db/identity-limit.js";
 import { dbLockHubHashChain } from "./db.js";
-import { getIntermediateHash, type ChainSecrets } from "./chain-secret.js";
+import type { ChainSecrets } from "./chain-secret.js";
 import { outcomeIndexOf } from "./hash.js";
 import { riskLimitsOf, validateRisk, type RiskLimits, type RiskPolicy } from "./risk.js";
 import { MAX_AMOUNT, exactNet } from "../money/exact.js";
@@ -178,8 +178,8 @@ async function tryOutcomeBet(
   config: OutcomeBetConfig,
   plan: OutcomePlan,
   grouped: Grouped | undefined,
-  /** The server's chain work, whose cache holds the derived hashes (default: the server started last). */
-  chains?: ChainSecrets,
+  /** The server's chain work, whose cache holds the derived hashes. */
+  chains: ChainSecrets,
 ): Promise<MakeOutcomeBetResult | "chain-moved"> {
   const { wager, currency, outcomes, hashChainId, clientSeed } = input;
   const key = { ...player, currency, hashChainId };
@@ -201,7 +201,7 @@ async function tryOutcomeBet(
 
   const iteration = state.current_iteration - 1;
   const hashInput = { hashChainId, iteration, pgClient: db };
-  const derived = await (chains ? chains.intermediateHash(hashInput) : getIntermediateHash(hashInput));
+  const derived = await chains.intermediateHash(hashInput);
   if (derived.type === "error") throw new Error(`hubMakeOutcomeBet: cannot derive hash ${iteration} of chain ${hashChainId}: ${derived.reason}`);
   const outcomeIdx = outcomeIndexOf({ serverHash: derived.hash, clientSeed, weights: outcomes.map((o) => o.weight) });
   const net = plan.nets[outcomeIdx]!;
@@ -263,10 +263,10 @@ export async function makeOutcomeBet(
   player: Player,
   input: MakeOutcomeBetInput,
   config: OutcomeBetConfig,
-  chainQueue?: ChainQueue,
-  settleGroups?: SettleGroups,
-  /** The server's chain work (HubGameConfigPlugin passes its server's); default: the server started last. */
-  chains?: ChainSecrets,
+  chainQueue: ChainQueue | undefined,
+  settleGroups: SettleGroups | undefined,
+  /** The server's chain work (HubGameConfigPlugin passes its server's; a plugin, `context.hashChains`). */
+  chains: ChainSecrets,
 ): Promise<MakeOutcomeBetResult> {
   const plan = checkOutcomeBetInput(input, config);
   const groupKey = `${player.casinoId} ${input.currency}`;
@@ -308,7 +308,7 @@ async function settleOutcomeBet(
   config: OutcomeBetConfig,
   plan: OutcomePlan,
   grouped: Grouped | undefined,
-  chains: ChainSecrets | undefined,
+  chains: ChainSecrets,
 ): Promise<MakeOutcomeBetResult> {
   for (let attempt = 1; attempt < OPTIMISTIC_TRIES; attempt++) {
     const result = await tryOutcomeBet(pool, player, input, config, plan, grouped, chains);

@@ -1,5 +1,6 @@
 import type pg from "pg";
 import type { Identity } from "../auth/identity.js";
+import type { ChainSecrets } from "../fair/chain-secret.js";
 
 /**
  * The GraphQL context every plan and resolver receives (`PluginContext`):
@@ -18,6 +19,13 @@ export interface PluginContext {
    * Typed as PostGraphile's PgSubscriber, of which it has `subscribe(topic)` only.
    */
   pgSubscriber: Grafast.Context["pgSubscriber"];
+  /**
+   * This server's hash-chain work (its cache of derived hashes, its worker
+   * threads): what a custom game passes to `getIntermediateHash`,
+   * `dbCreateHubHashChain`, `dbRevealHubHashChain` and `makeOutcomeBet` of
+   * `@hubpkg/hub/hash-chain`, e.g. `context().get("hashChains")` in a plan.
+   */
+  hashChains: ChainSecrets;
 }
 
 /**
@@ -37,6 +45,7 @@ declare global {
       identity: PluginContext["identity"];
       superuserPool: PluginContext["superuserPool"];
       requestId: PluginContext["requestId"];
+      hashChains: PluginContext["hashChains"];
     }
   }
 }

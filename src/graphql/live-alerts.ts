@@ -34,7 +34,7 @@ export function playerTopic(make: (userId: string, casinoId: string, experienceI
 
 /**
  * hubBalanceAlert, hubPutAlert (a player's own) and hubBetAlert (operators'),
- * fed by the NOTIFY channels of core migration 0014 through the process's one
+ * fed by the core alerts (src/live/core-alerts.ts) through the process's one
  * listening connection (src/live/notifications.ts).
  */
 export const HubLiveAlertsPlugin = extendSchema(() => ({

@@ -19,6 +19,7 @@ import { OneStatementRoutingPlugin } from "../../adapters/dataplan-pg-executor.j
 import { SubscriptionOverHttpPlugin } from "./subscription-over-http.js";
 import { HUB_SERVER, type ServerState } from "../server-state.js";
 import { createServerState } from "../create-server-state.js";
+import { createIdentityResolver } from "../auth/resolver.js";
 
 /** What the GraphQL context needs from the HTTP request; read by the server adapter (adapters/grafserv.ts). */
 export interface RequestInfo {
@@ -79,7 +80,10 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
   const { superuserPool, statementTimeoutMs, requestInfo } = input;
   const superuserPoolFor = input.superuserPoolFor ?? (() => superuserPool);
   const pubsub = input.pubsub ?? null;
-  const server = input.server ?? createServerState({ log: input.log });
+  // A preset made outside a server (tests, benchmarks): a state of its own on the pools it was given.
+  const server =
+    input.server ??
+    createServerState({ log: input.log, pools: { graphql: input.graphqlPool, superuser: superuserPool, credentials: superuserPool }, resolver: createIdentityResolver(superuserPool) });
   // A login's payload (`query`) is read with the new session: steps that run after it see this identity.
   const adoptIdentity: AdoptIdentity = (context, identity) => {
     context.identity = identity;
@@ -148,6 +152,7 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
           // grafast's listen() calls subscribe(topic) only, which is all the hub's subscriber has.
           pgSubscriber: pubsub as unknown as PluginContext["pgSubscriber"],
           [ADOPT_IDENTITY]: adoptIdentity,
+          hashChains: server.chains,
           [HUB_SERVER]: server,
         } as Partial<PluginContext>;
       },

@@ -6,7 +6,7 @@ import { clientError } from "../graphql/client-error.js";
 import { LIVE_CHANNEL, liveTopic, type ChatRooms, type Publish } from "./core-alerts.js";
 
 /**
- * The alert log of core migration 0027: triggers insert one row per alert and
+ * The alert log (hub_hidden.live_alert, core baseline): triggers insert one row per alert and
  * NOTIFY hub_live_pending; a sequencer (hub_hidden.live_alert_sequence, run by
  * every instance) numbers the committed rows and NOTIFYs hub_live_sequenced;
  * each instance reads the numbered rows in order and publishes them to its

@@ -1,8 +1,8 @@
 import type pg from "pg";
 
 /**
- * The channels the core triggers notified on before migration 0027 (which
- * logs alerts instead, see alert-log.ts). Still LISTENed: a plugin that sends
+ * The channels the core triggers notified on before the alert log (which
+ * they write instead, see alert-log.ts). Still LISTENed: a plugin that sends
  * a raw pg_notify on one is delivered live, without replay.
  */
 export const LIVE_CHANNEL = {
@@ -105,7 +105,7 @@ export class ChatRooms {
 }
 
 /**
- * A raw notification on a core channel (the format of migration 0014), handed
+ * A raw notification on a core channel (the format the triggers sent before the alert log), handed
  * to the in-process topics it concerns. It is in no log, so it carries the
  * cursor of the last logged alert delivered before it.
  */

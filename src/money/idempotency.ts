@@ -2,7 +2,7 @@
  * Idempotency keys of money mutations (the convention of Stripe's API and the
  * IETF Idempotency-Key draft): the key is stored with a fingerprint of the
  * client's request and the effect's answer, in the transaction of the effect
- * (core migration 0026). A retry with the same key and request answers the
+ * (hub_hidden.idempotency_key, core baseline). A retry with the same key and request answers the
  * stored result and moves nothing; the same key with another request is
  * refused (IDEMPOTENCY_KEY_REUSED). Keys are the player's (or the API key's),
  * kept 24 hours.

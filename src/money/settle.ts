@@ -153,7 +153,7 @@ export function settleBetArgs(input: SettleBetInput, betId: string | null): unkn
  * funds, the bankroll's cover and the 2^53 − 1 bound, move wager and payout
  * through the ledger, tagged with the bet's id, actor and reason. While
  * another bet holds the bankroll row, the bet settles against cover set aside
- * for it in advance (a slot, core migration 0023) instead of waiting, and its
+ * for it in advance (a slot, hub_hidden.bankroll_slot) instead of waiting, and its
  * house side is folded into the bankroll right after the transaction commits
  * (by withPgClientTransaction / withPgPoolTransaction, before they return; a
  * transaction committed otherwise is folded by the server's sweep). A refusal

@@ -4,10 +4,14 @@
  * connection of the test database and derives the next hash, then picks a
  * client seed that draws the outcome it wants. The server offers no such
  * path: this needs the database's superuser.
+ *
+ * They are given a pool, not a server: each call computes with chain work of
+ * its own (createChainSecrets), which keeps nothing after it. The hashes do
+ * not depend on it; the checkpoints in the database determine the chain.
  */
 import type pg from "pg";
 import { dbCreateHubHashChain, type DbHashChain } from "../fair/db.js";
-import { getIntermediateHash } from "../fair/chain-secret.js";
+import { createChainSecrets } from "../fair/chain-secret.js";
 import { outcomeIndexOf } from "../fair/hash.js";
 import { invalidArgument } from "../errors.js";
 
@@ -25,7 +29,7 @@ export async function createHashChain(
     throw invalidArgument(`createHashChain: maxIteration (${maxIteration}) and maxIterations (${maxIterations}) are two names of one length; give one of them.`);
   }
   const length = maxIteration ?? maxIterations;
-  const { hashChain, terminalHash } = await dbCreateHubHashChain(pool, { ...owner, ...(length !== undefined ? { maxIteration: length } : {}) });
+  const { hashChain, terminalHash } = await dbCreateHubHashChain(pool, { ...owner, ...(length !== undefined ? { maxIteration: length } : {}) }, createChainSecrets());
   return { ...hashChain, terminalHash: new Uint8Array(terminalHash.digest) };
 }
 
@@ -35,7 +39,7 @@ export async function getNextHash(pool: pg.Pool, input: { hashChainId: string })
   const current = rows[0]?.current_iteration;
   if (current === undefined) throw invalidArgument(`getNextHash: no hash chain has the id ${JSON.stringify(input.hashChainId)}.`);
   if (current <= 1) throw invalidArgument(`getNextHash: hash chain ${input.hashChainId} is exhausted (its next bet gets HubBadHashChainError).`);
-  const result = await getIntermediateHash({ hashChainId: input.hashChainId, iteration: current - 1, pgClient: pool });
+  const result = await createChainSecrets().intermediateHash({ hashChainId: input.hashChainId, iteration: current - 1, pgClient: pool });
   if (result.type === "error") throw invalidArgument(`getNextHash: ${result.reason}`);
   return { iteration: current - 1, hash: result.hash };
 }

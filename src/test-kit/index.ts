@@ -23,7 +23,9 @@ import type { DbBalance, DbBankroll, DbCasino, DbCurrency, DbExperience, DbUser 
 import { argumentOutOfRange, HubError, invalidArgument } from "../errors.js";
 import { createLogger } from "../logger.js";
 import type { ServerOptions } from "../options.js";
-import { SERVER_STATE, startAndListen } from "../start.js";
+import { FASTIFY_APP, SERVER_STATE, startServer } from "../start.js";
+import { serverStarted, serverStopped } from "../exports/current-server.js";
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
 import { acquireCluster, dropDatabase, forgetCluster, spareReady, takeDatabase } from "./cluster.js";
 import { connectionLoss } from "../db/error-class.js";
 
@@ -114,6 +116,10 @@ export interface TestServer {
   /** The GraphQL (authenticator) connection of this server's database: start another hub on the same database with it. */
   databaseUrl: string;
   superuserDatabaseUrl: string;
+  /** The server's Fastify instance (listening): add nothing to it; read it, or use inject(). */
+  app: FastifyInstance;
+  /** A request answered by the server without a socket (Fastify's inject(); the hub's hooks and routes run as over HTTP). */
+  inject(request: InjectOptions | string): Promise<LightMyRequestResponse>;
   /** Stop the server, then drop its database. Safe to call twice. */
   stop(): Promise<void>;
 }
@@ -122,7 +128,7 @@ const isConnectionLost = (error: unknown) => connectionLoss(error) !== undefined
 
 /**
  * Start a hub on a throw-away database. Same options as startAndListen, with
- * test defaults: port 0, handleSignals false, logLevel "warn", playground on,
+ * test defaults: port 0, logLevel "warn", playground on,
  * drainMs 0, socketRebalance off.
  * `databaseUrl` + `superuserDatabaseUrl` choose a Postgres server to create
  * the databases on (default: the shared embedded cluster); `dataDir` where the
@@ -151,16 +157,15 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   }
   const superuserUrl = cluster.superuserUrlFor(database);
 
-  let server: Awaited<ReturnType<typeof startAndListen>> | undefined;
+  let server: Awaited<ReturnType<typeof startServer>> | undefined;
   let dbPool: pg.Pool | undefined;
   try {
     // A test database is a throw-away embedded one, where the playground is on
     // by default (README): unless the options or HUB_PLAYGROUND say otherwise.
     const playground = options.playground ?? (["on", "off"].includes(process.env.HUB_PLAYGROUND ?? "") ? undefined : true);
-    server = await startAndListen({
+    server = await startServer({
       ...serverOptions,
       port: options.port ?? 0,
-      handleSignals: options.handleSignals ?? false,
       // A test's stop() should not wait for a proxy that is not there, nor its sockets move.
       drainMs: options.drainMs ?? 0,
       socketRebalance: options.socketRebalance ?? false,
@@ -168,7 +173,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       databaseUrl: cluster.authenticatorUrlFor(database),
       superuserDatabaseUrl: superuserUrl,
       ...(playground !== undefined ? { playground } : {}),
-    });
+    }, undefined, { registry: { started: serverStarted, stopped: serverStopped } });
     dbPool = new pg.Pool({ connectionString: superuserUrl, max: 5, application_name: "hub:test-kit" });
     // The database is dropped at stop(): idle clients then see their backend end.
     dbPool.on("error", () => undefined);
@@ -178,6 +183,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     const pool = dbPool;
     const running = server;
     const url = running.url;
+    const app = (running as unknown as { [FASTIFY_APP]: FastifyInstance })[FASTIFY_APP];
 
     await spareReady(cluster);
     let stopping: Promise<void> | undefined;
@@ -189,6 +195,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       superuserDatabaseUrl: superuserUrl,
       databaseUrl: cluster.authenticatorUrlFor(database),
       graphqlClient: createGraphQLClient(url),
+      app,
+      inject: (request) => app.inject(request as InjectOptions),
       async authenticate(userId, experienceId) {
         const { rows } = await pool.query<{ casino_id: string }>("select casino_id from hub.user where id = $1", [userId]);
         if (!rows[0]) throw invalidArgument(`authenticate: no user has the id ${JSON.stringify(userId)}; create one with createPlayer(dbPool, { casinoId, uname }).`);

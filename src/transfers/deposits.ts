@@ -1,6 +1,7 @@
 import type pg from "pg";
 import { ensureUserAndExperience } from "../auth/credentials.js";
 import { describeValue, ErrorCode } from "../errors.js";
+import { dbLockPlayerBalances } from "../db/locks.js";
 import type { IncomingTransfer } from "./connector.js";
 
 /** A hub.deposit row as the worker and the mutation read it. */
@@ -41,7 +42,9 @@ export function checkIncoming(transfer: unknown): IncomingTransfer {
  * caller's transaction. The deposit row is inserted first: its unique key makes
  * a concurrent report of the same transfer wait for this one and then find it,
  * so two reports (two instances polling, a push and a poll) credit once. The
- * insert's trigger queues hub_put_alert, delivered when the transaction commits.
+ * balance is locked before that insert (the lock order of core migration
+ * 0030: balances, then the rows recording a transfer). The insert's trigger
+ * queues hub_put_alert, delivered when the transaction commits.
  */
 export async function recordDeposit(
   client: pg.ClientBase,
@@ -52,6 +55,7 @@ export async function recordDeposit(
   const { rows: currencies } = await client.query("select 1 from hub.currency where casino_id = $1 and key = $2", [casinoId, transfer.currencyKey]);
   if (!currencies[0]) throw new TransferRefusal(ErrorCode.TRANSFER_INVALID, `incoming transfer ${describeValue(transfer.id)}: casino ${casinoId} has no currency ${describeValue(transfer.currencyKey)}.`);
   const { user, experience } = await ensureUserAndExperience(client, { casinoId, uname: transfer.uname, experienceName: transfer.experience });
+  await dbLockPlayerBalances(client, [{ userId: user.id, experienceId: experience.id, currencyKey: transfer.currencyKey }]);
   const inserted = await client.query<DepositRow>(
     `insert into hub.deposit (casino_id, mp_transfer_id, user_id, experience_id, currency_key, amount)
      values ($1, $2, $3, $4, $5, $6)

@@ -3,6 +3,7 @@ import { ensureUserAndExperience } from "../auth/credentials.js";
 import { describeValue, ErrorCode } from "../errors.js";
 import type { Logger } from "../logger.js";
 import type { TakeOutcome, TakeRequest } from "./connector.js";
+import { dbLockPlayerBalances } from "../db/locks.js";
 import { TransferRefusal } from "./deposits.js";
 
 /**
@@ -59,14 +60,16 @@ export async function loadTake(client: Queryable, id: string): Promise<TakeRow |
  * Receive a take request once per casino id, inside the caller's transaction:
  * reserve the amount from the balance through the ledger (PROCESSING), or
  * reject it when the balance cannot cover it (REJECTED, nothing taken); either
- * way queue the worker's item that tells the casino. The row is inserted first:
- * its unique key makes a concurrent delivery of the same request wait and then
+ * way queue the worker's item that tells the casino. The balance is locked
+ * first (the lock order of core migration 0030), then the row inserted: its
+ * unique key makes a concurrent delivery of the same request wait and then
  * find it, so two deliveries reserve once.
  */
 export async function recordTakeRequest(client: pg.ClientBase, casinoId: string, take: TakeRequest, actor: string, giveUpMs: number): Promise<{ row: TakeRow; created: boolean }> {
   const { rows: currencies } = await client.query("select 1 from hub.currency where casino_id = $1 and key = $2", [casinoId, take.currencyKey]);
   if (!currencies[0]) throw new TransferRefusal(ErrorCode.TAKE_REQUEST_INVALID, `take request ${take.id}: casino ${casinoId} has no currency ${describeValue(take.currencyKey)}.`);
   const { user, experience } = await ensureUserAndExperience(client, { casinoId, uname: take.uname, experienceName: take.experience });
+  await dbLockPlayerBalances(client, [{ userId: user.id, experienceId: experience.id, currencyKey: take.currencyKey }]);
   const inserted = await client.query<{ id: string }>(
     `insert into hub.take_request (mp_take_request_id, casino_id, user_id, experience_id, currency_key, amount)
      values ($1, $2, $3, $4, $5, $6) on conflict (mp_take_request_id) do nothing returning id`,
@@ -136,6 +139,8 @@ export async function refundTake(
   outcome: { status: "FAILED" | "REJECTED"; why: string; mpStatus?: string; mpTransferStatus: "CANCELED" | "EXPIRED" },
 ): Promise<boolean> {
   const mpStatus = outcome.mpStatus && MP_STATUSES.has(outcome.mpStatus) && outcome.mpStatus !== "TRANSFERRED" ? outcome.mpStatus : null;
+  // The balance before the take request's row: the hub's lock order (core migration 0030).
+  await dbLockPlayerBalances(client, [{ userId: take.user_id, experienceId: take.experience_id, currencyKey: take.currency_key }]);
   const { rowCount } = await client.query(
     `update hub.take_request set status = $2, refunded_at = now(), transfer_needs_completion = false, debug = $3,
             mp_status = coalesce($4::hub.mp_take_request_status, mp_status), mp_transfer_status = $5, status_changed_at = now(), updated_at = now()

@@ -2,10 +2,11 @@ import type pg from "pg";
 import { ErrorCode } from "../errors.js";
 import type { Logger } from "../logger.js";
 import type { CasinoConnector, TakeOutcome, TakeRequestPage } from "./connector.js";
+import { dbLockCasinoBalances } from "../db/locks.js";
 import { TransferRefusal } from "./deposits.js";
 import type { ResolvedTransferOptions } from "./options.js";
 import { beforeTakeSend, sendWindowClosed, checkTakeRequest, loadTake, recordTakeOutcome, recordTakeRequest, refundTake, rejectedAtCasino, takeWindow, type TakeRow } from "./take-requests.js";
-import type { TransferJob } from "./worker.js";
+import type { TransferJob } from "./job.js";
 
 /** What an attempt learnt from the casino, written in one transaction once the call is over. */
 type Write = (client: pg.PoolClient) => Promise<void>;
@@ -27,9 +28,19 @@ function connectorTakes(connector: CasinoConnector) {
   };
 }
 
+function validTake(raw: unknown): { uname: string; experience: string; currencyKey: string } | undefined {
+  try {
+    return checkTakeRequest(raw);
+  } catch {
+    return undefined;
+  }
+}
+
 /** A page of take requests: each received once (reserved or rejected), or kept as a FAILED item; then the cursor. */
 async function recordTakePage(client: pg.PoolClient, job: TransferJob, page: TakeRequestPage, options: ResolvedTransferOptions, actor: string, log: Logger): Promise<void> {
   let received = 0;
+  // The page's balances first, in the hub's lock order (core migration 0030).
+  await dbLockCasinoBalances(client, job.casino_id, page.takeRequests.flatMap((raw) => validTake(raw) ?? []));
   for (const raw of page.takeRequests) {
     await client.query("savepoint take");
     try {

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { dbLockPlayerBalances } from "../db/locks.js";
 
 /**
  * The withdrawal's rows in the database: a request (the player's debit), the
@@ -72,6 +73,8 @@ export async function completeWithdrawal(client: pg.ClientBase, requestId: strin
  * the balance through the ledger, and the withdrawal is CANCELED.
  */
 export async function refundWithdrawal(client: pg.ClientBase, w: WithdrawalForSend, actor: string, why: string): Promise<void> {
+  // The balance before the withdrawal's row: the hub's lock order (core migration 0030).
+  await dbLockPlayerBalances(client, [{ userId: w.user_id, experienceId: w.experience_id, currencyKey: w.currency_key }]);
   const { rowCount } = await client.query("update hub.withdrawal set status = 'CANCELED', status_at = now() where withdrawal_request_id = $1 and status = 'PENDING'", [w.withdrawal_request_id]);
   if (rowCount !== 1) return;
   await client.query("select hub_hidden.credit_balance($1, $2, $3, $4, $5, $6, $7)", [

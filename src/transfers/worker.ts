@@ -2,25 +2,14 @@ import { randomUUID } from "node:crypto";
 import pg from "pg";
 import type { Logger } from "../logger.js";
 import { sendQueriesUnnamed } from "../db/pools.js";
+import { dbLockCasinoBalances } from "../db/locks.js";
 import { OutcomeUnknownError, type CasinoConnector, type IncomingPage, type OutgoingOutcome } from "./connector.js";
 import { connectorForCasino } from "./connectors.js";
 import { checkIncoming, recordDeposit, TransferRefusal } from "./deposits.js";
 import { backoffMs, type ResolvedTransferOptions } from "./options.js";
 import { createTakeAttempts } from "./take-worker.js";
 import { completeWithdrawal, extendSendWindow, loadWithdrawal, refundWithdrawal, type WithdrawalForSend } from "./withdrawals.js";
-
-/** A row of the outbox (hub.transfer_job). */
-export interface TransferJob {
-  id: string;
-  kind: "WITHDRAWAL" | "ACKNOWLEDGE" | "POLL" | "INCOMING" | "TAKE_POLL" | "TAKE";
-  casino_id: string;
-  withdrawal_request_id: string | null;
-  take_request_id: string | null;
-  mp_transfer_id: string | null;
-  cursor: string | null;
-  /** Attempts before this one. */
-  attempts: number;
-}
+import type { TransferJob } from "./job.js";
 
 export const WORKER_ACTOR = "transfers:worker";
 
@@ -94,6 +83,8 @@ async function recordOutcome(client: pg.PoolClient, w: WithdrawalForSend, outcom
 /** A page of incoming transfers: each credited once and acknowledged, or kept as a FAILED item; then the cursor. */
 async function recordIncoming(client: pg.PoolClient, job: TransferJob, page: IncomingPage, options: ResolvedTransferOptions, log: Logger): Promise<void> {
   let credited = 0;
+  // The page's balances first, in the hub's lock order: crediting them in the casino's order could deadlock with a group of bets.
+  await dbLockCasinoBalances(client, job.casino_id, page.transfers.flatMap((raw) => validIncoming(raw) ?? []));
   for (const raw of page.transfers) {
     await client.query("savepoint incoming");
     try {
@@ -123,6 +114,14 @@ async function recordIncoming(client: pg.PoolClient, job: TransferJob, page: Inc
     [job.id, page.cursor, pause],
   );
   if (credited > 0) log.info({ casinoId: job.casino_id, credited }, "incoming transfers credited");
+}
+
+function validIncoming(raw: unknown): { uname: string; experience: string; currencyKey: string } | undefined {
+  try {
+    return checkIncoming(raw);
+  } catch {
+    return undefined;
+  }
 }
 
 /** One attempt at an item: the casino's calls, made with no transaction open, and what to record. */
