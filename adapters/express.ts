@@ -8,12 +8,13 @@ import { identityOf, type Identity } from "../src/auth/identity.js";
 import type { TrustFunction } from "../src/trust-proxy.js";
 import { EXPRESS_RESPONSE } from "./fastify.js";
 import { pathOf } from "./graphql-path.js";
+import { expressMessageClasses, type MessageClasses } from "./express-message-classes.js";
 
 /** The user's Express app, configured, and what Node's server needs to build its requests. */
 export interface ExpressApp {
   app: Express;
-  /** For Node's HTTP server: see expressMessageClasses. */
-  messageClasses: Pick<http.ServerOptions, "IncomingMessage" | "ServerResponse">;
+  /** For Node's HTTP server: see adapters/express-message-classes.ts. */
+  messageClasses: MessageClasses;
 }
 
 export async function createExpressApp(configureApp: ConfigureApp, superuserPool: pg.Pool, trustProxy?: TrustFunction): Promise<ExpressApp> {
@@ -29,43 +30,8 @@ export async function createExpressApp(configureApp: ConfigureApp, superuserPool
     app: { value: app, enumerable: false },
     superuserPool: { value: superuserPool, enumerable: false },
   });
-  await configureApp(app as ConfigureAppArgument);
+  await recordingDeclarations(app, () => configureApp(app as ConfigureAppArgument));
   return { app, messageClasses };
-}
-
-/**
- * Request and response classes for Node's HTTP server whose instances are
- * born with the Express app's prototypes.
- *
- * Express's `app.handle` gives each request and response the app's prototypes
- * with `Object.setPrototypeOf`, and on V8 that costs more than all the rest of
- * Express. With the objects built with those prototypes already, Express's
- * `setPrototypeOf` is a no-op. (The figures are in bench/README.md, "Measured figures behind
- * the code".)
- *
- * Classes rather than constructor functions given `app.request` as their
- * `prototype`: V8 sizes a class's objects from its base constructor, a bare
- * function's objects it sizes for none of the fields Node then adds, which
- * loses part of the gain and also slows Fastify's handling of /graphql.
- * So each class's prototype takes the place of `app.request` /
- * `app.response`: the same parent (Express's request / response), the same
- * own properties (`app`), no `constructor` of its own, and mounted sub-apps
- * chain to it as they would to `app.request` itself.
- */
-function expressMessageClasses(app: Express): ExpressApp["messageClasses"] {
-  class ExpressRequest extends http.IncomingMessage {}
-  class ExpressResponse extends http.ServerResponse {}
-  adoptAsAppPrototype(app, "request", ExpressRequest.prototype);
-  adoptAsAppPrototype(app, "response", ExpressResponse.prototype);
-  return { IncomingMessage: ExpressRequest, ServerResponse: ExpressResponse as typeof http.ServerResponse };
-}
-
-function adoptAsAppPrototype(app: Express, key: "request" | "response", proto: object): void {
-  const original: object = app[key];
-  delete (proto as { constructor?: unknown }).constructor;
-  Object.setPrototypeOf(proto, Object.getPrototypeOf(original));
-  Object.defineProperties(proto, Object.getOwnPropertyDescriptors(original));
-  (app as unknown as Record<string, object>)[key] = proto;
 }
 
 /**
@@ -156,20 +122,6 @@ export interface BuiltInPath {
   hint?: string;
 }
 
-interface RouterLayer {
-  rawPath?: unknown;
-  slash?: boolean;
-  route?: { path: unknown; methods: Record<string, boolean> };
-  handle?: { stack?: RouterLayer[] };
-}
-
-/** "GET", "GET,POST", or "ALL" for app.all (which Express 5 records as every method). */
-function methodsOf(route: { methods: Record<string, boolean> }): string {
-  const methods = Object.keys(route.methods);
-  return methods.includes("_all") || methods.length >= http.METHODS.length ? "ALL" : methods.map((m) => m.toUpperCase()).join(",");
-}
-
-const joinPath = (mount: string, path: string) => (mount === "/" ? path : `${mount.replace(/\/+$/, "")}${path === "/" ? "" : path}`);
 const trimSlash = (path: string) => (path.length > 1 ? path.replace(/\/+$/, "") : path);
 
 function takes(path: string, builtIn: BuiltInPath): boolean {
@@ -177,36 +129,78 @@ function takes(path: string, builtIn: BuiltInPath): boolean {
   return p === builtIn.path || (builtIn.prefix && p.startsWith(`${builtIn.path}/`));
 }
 
+/** A path configureApp gave one of the app's routing methods, and how, for the message. */
+interface Declared {
+  path: string;
+  what: string;
+}
+
+const declarations = new WeakMap<Express, Declared[]>();
+const ROUTE_METHODS = [...http.METHODS.map((m) => m.toLowerCase()), "all"];
+
 /**
- * The routes and mounts of the configured app (its router's stack, and the
- * stacks of routers mounted on it) whose path is one the hub serves: they
- * would never run, since the hub answers those paths before Express. One
- * line per collision, naming the route and the built-in path.
+ * Records the paths configureApp passes to the app's own routing methods
+ * (`app.get` and the other methods, `app.all`, `app.route`, `app.use`), by
+ * wrapping them on this app object until configureApp returns. Express keeps
+ * its routes in no public structure, so what is declared elsewhere (a route
+ * inside a router or sub-app mounted at a path the hub does not serve, or one
+ * added on `app.router` directly) is not seen; a mount on a built-in path is.
+ */
+async function recordingDeclarations<T>(app: Express, run: () => Promise<T> | T): Promise<T> {
+  const found: Declared[] = [];
+  declarations.set(app, found);
+  const methods = app as unknown as Record<string, (this: unknown, ...args: unknown[]) => unknown>;
+  const originals = new Map<string, (this: unknown, ...args: unknown[]) => unknown>();
+  // app.get(path, …) goes through app.route(path) itself: one record per call, the outermost.
+  let depth = 0;
+  const wrap = (name: string, describe: (path: string, args: unknown[]) => string | undefined) => {
+    const original = methods[name];
+    if (typeof original !== "function") return;
+    originals.set(name, original);
+    methods[name] = function (this: unknown, ...args: unknown[]) {
+      if (depth === 0) for (const path of pathsOf(args[0])) {
+        const what = describe(path, args);
+        if (what) found.push({ path, what });
+      }
+      depth++;
+      try {
+        return original.apply(this, args);
+      } finally {
+        depth--;
+      }
+    };
+  };
+  for (const method of ROUTE_METHODS) {
+    const label = method === "all" ? "ALL" : method.toUpperCase();
+    // app.get(name) with nothing else reads a setting.
+    wrap(method, (path, args) => (args.length > 1 ? `route ${label} ${path}` : undefined));
+  }
+  wrap("route", (path) => `app.route(${JSON.stringify(path)})`);
+  // app.use(fn) takes no path; app.use("/x", …) does.
+  wrap("use", (path) => `app.use(${JSON.stringify(path)}, …)`);
+  try {
+    return await run();
+  } finally {
+    for (const [name, original] of originals) methods[name] = original;
+  }
+}
+
+const pathsOf = (value: unknown): string[] => (Array.isArray(value) ? value : [value]).filter((p): p is string => typeof p === "string" && p.startsWith("/"));
+
+/**
+ * The routes and mounts configureApp declared on the app (recorded by
+ * createExpressApp) whose path is one the hub serves: they would never run,
+ * since the hub answers those paths before Express. One line per collision,
+ * naming the route and the built-in path.
  */
 export function routeCollisions(app: Express, builtIns: readonly BuiltInPath[]): string[] {
   const found: string[] = [];
-  const visit = (stack: RouterLayer[] | undefined, mount: string) => {
-    for (const layer of stack ?? []) {
-      // Middleware without a path (app.use(fn)) takes no path; what a router mounted so declares, does.
-      if (!layer.route && layer.slash) {
-        if (Array.isArray(layer.handle?.stack)) visit(layer.handle.stack, mount);
-        continue;
-      }
-      const raw = layer.route ? layer.route.path : layer.rawPath;
-      const paths = (Array.isArray(raw) ? raw : [raw]).filter((p): p is string => typeof p === "string");
-      for (const path of paths) {
-        const full = joinPath(mount, path);
-        const what = layer.route ? `route ${methodsOf(layer.route)} ${full}` : `app.use(${JSON.stringify(full)}, …)`;
-        for (const builtIn of builtIns) {
-          if (takes(full, builtIn)) {
-            found.push(`configureApp's ${what} collides with ${builtIn.what} at ${builtIn.path}${builtIn.prefix ? " (and everything under it)" : ""}, which the hub serves itself, so it would never run: move the route${builtIn.hint ? `, or ${builtIn.hint}` : ""}.`);
-          }
-        }
-        if (!layer.route && Array.isArray(layer.handle?.stack)) visit(layer.handle.stack, full);
+  for (const { path, what } of declarations.get(app) ?? []) {
+    for (const builtIn of builtIns) {
+      if (takes(path, builtIn)) {
+        found.push(`configureApp's ${what} collides with ${builtIn.what} at ${builtIn.path}${builtIn.prefix ? " (and everything under it)" : ""}, which the hub serves itself, so it would never run: move the route${builtIn.hint ? `, or ${builtIn.hint}` : ""}.`);
       }
     }
-  };
-  const router = (app as unknown as { router?: { stack?: RouterLayer[] } }).router;
-  visit(router?.stack, "/");
+  }
   return found;
 }

@@ -120,13 +120,18 @@ function stampResponses(app: FastifyInstance, trustProxy: TrustFunction | undefi
  */
 export function closeConnectionsWhileDraining(app: FastifyInstance, drain: { readonly draining: boolean }): void {
   app.addHook("onRequest", (_request, reply, done) => {
-    if (drain.draining) reply.raw.shouldKeepAlive = false;
+    // A response that says so: Node then ends its connection after it.
+    if (drain.draining) reply.raw.setHeader("connection", "close");
     done();
   });
 }
 
-function endIfIdle(socket: Socket): void {
-  if (!(socket as { _httpMessage?: unknown })._httpMessage && !socket.destroyed) socket.end();
+/** On a socket: its requests whose response has not finished yet (pipelined ones included). */
+const IN_FLIGHT = Symbol("hub.inFlight");
+type CountedSocket = Socket & { [IN_FLIGHT]?: number };
+
+function endIfIdle(socket: CountedSocket): void {
+  if (!socket[IN_FLIGHT] && !socket.destroyed) socket.end();
 }
 
 /** Marks a response as one of the Express app's, for serverStats (set by adapters/express.ts). */
@@ -163,11 +168,22 @@ export function followResponses(app: FastifyInstance, stats: ServerStatsRecorder
     const { server: from, request, response, socket } = message as { server?: unknown; request: IncomingMessage; response: ServerResponse; socket?: Socket };
     if (from !== server) return;
     countFinished(stats, request, response);
+    const counted = socket as CountedSocket | undefined;
+    if (counted?.[IN_FLIGHT]) counted[IN_FLIGHT]--;
     // After Node has detached the response from its socket; a request pipelined behind it keeps the connection.
     if (closing && socket) setImmediate(endIfIdle, socket);
   };
+  // Counted from the request event, which Node emits for a pipelined request while the one before it is answered.
+  const onRequest = (req: IncomingMessage) => {
+    const socket = req.socket as CountedSocket;
+    socket[IN_FLIGHT] = (socket[IN_FLIGHT] ?? 0) + 1;
+  };
+  server.prependListener("request", onRequest);
   diagnosticsChannel.subscribe("http.server.response.finish", onFinish);
-  server.once("close", () => diagnosticsChannel.unsubscribe("http.server.response.finish", onFinish));
+  server.once("close", () => {
+    server.off("request", onRequest);
+    diagnosticsChannel.unsubscribe("http.server.response.finish", onFinish);
+  });
   app.addHook("preClose", (done) => {
     closing = true;
     done();

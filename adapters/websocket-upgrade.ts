@@ -55,7 +55,7 @@ function refuseUpgrade(socket: Duplex, status: number, reason: string, body: obj
 /** Not a WebSocket (h2c and the like): answered as the plain HTTP request it also is, without upgrading. */
 function answerAsHttp(app: FastifyInstance, req: IncomingMessage, socket: Duplex): void {
   const res = new ServerResponse(req);
-  res.shouldKeepAlive = false;
+  res.setHeader("connection", "close");
   res.assignSocket(socket as never);
   res.once("finish", () => {
     // Node announces the responses it made itself; this one it did not make, so we announce it (serverStats counts there).

@@ -1,8 +1,8 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod, RouteOptions } from "fastify";
+import type { FastifyInstance } from "fastify";
 import { WebSocketServer, type RawData, type WebSocket } from "ws";
 import { CloseCode, handleProtocols, makeServer, type ServerOptions as GraphQLWSOptions } from "graphql-ws";
 import { makeGraphQLWSConfig, type GrafservBase } from "grafserv";
-import { getOperationAST, GraphQLError, parse } from "graphql";
+import { GraphQLError } from "graphql";
 import { expiresAtOf, identityKey, type Identity } from "../src/auth/identity.js";
 import type { IdentityResolver } from "../src/auth/resolver.js";
 import { createRevocationSweep, settleSocketIdentity, type IdentityHolder } from "../src/auth/socket-identity.js";
@@ -112,8 +112,10 @@ interface Sockets {
  * grafserv's own graphql-ws configuration plus the hub's identity, limits,
  * revocation and shutdown. The upgrade is taken from the HTTP server's
  * "upgrade" event, before Fastify: no route, hook or Express handler runs for
- * it, and no plain request pays for WebSocket support. Must be called before
- * `serv.addTo(app)`.
+ * it, and no plain request pays for WebSocket support. grafserv's GET route
+ * still carries the handler it offers @fastify/websocket (`wsHandler`), which
+ * Fastify without that plugin ignores. A subscription sent over HTTP is
+ * answered by src/graphql/subscription-over-http.ts.
  */
 export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, options: WebSocketFrontOptions): Promise<WebSocketFront> {
   const { graphqlPath, resolver, limits, log } = options;
@@ -154,14 +156,6 @@ export async function addWebSockets(app: FastifyInstance, serv: GrafservBase, op
     accept: (req, socket, head, request) => wss.handleUpgrade(req, socket, head, (ws) => open(ws, request)),
   });
   app.server.on("upgrade", onUpgrade);
-  app.addHook("onRoute", (route: RouteOptions) => {
-    if (route.url !== graphqlPath) return;
-    // grafserv offers @fastify/websocket a handler on its GET route; sockets are opened above instead.
-    delete (route as { wsHandler?: unknown }).wsHandler;
-    const methods = Array.isArray(route.method) ? route.method : [route.method];
-    // Around grafserv's handler rather than a preHandler hook: Fastify's hook runner would cost every GraphQL request a microsecond or two.
-    if (methods.includes("GET") || methods.includes("POST")) route.handler = refuseSubscriptionOverHttp(graphqlPath, route.handler);
-  });
   const stopSweeps = startSocketSweeps(sockets.connections, limits.keepAliveMs);
   app.addHook("preClose", (done) => {
     sockets.closing = true;
@@ -298,40 +292,5 @@ function closeAll(connections: ReadonlyMap<WebSocket, Connection>, log: Logger, 
     });
     if (socket.readyState === socket.CLOSED) socket.emit("close");
     else closeSocket(socket, CLOSE_GOING_AWAY, "Server shutting down");
-  }
-}
-
-/**
- * A subscription sent over POST or GET: a GraphQL error naming the WebSocket
- * endpoint, instead of grafserv's generic answers. Costs a substring test per
- * request; only documents containing "subscription" are parsed here.
- */
-function refuseSubscriptionOverHttp(graphqlPath: string, handler: RouteHandlerMethod): RouteHandlerMethod {
-  return function (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) {
-    const params = (request.method === "GET" ? request.query : request.body) as { query?: unknown; operationName?: unknown } | undefined;
-    const query = params?.query;
-    if (typeof query !== "string" || !query.includes("subscription") || !isSubscription(query, params?.operationName)) return handler.call(this, request, reply);
-    const host = request.headers.host ?? "host";
-    void reply
-      .code(400)
-      .header("content-type", "application/graphql-response+json; charset=utf-8")
-      .send({
-        errors: [
-          {
-            message: `Subscriptions are served over WebSocket only: connect to ws://${host}${graphqlPath} with the graphql-transport-ws protocol (the graphql-ws client); received a subscription over HTTP ${request.method}.`,
-            extensions: { code: ErrorCode.SUBSCRIPTION_NEEDS_WEBSOCKET },
-          },
-        ],
-      });
-    return undefined;
-  };
-}
-
-/** Whether the operation to run is a subscription; a document that does not parse is not (grafserv reports its syntax error). */
-function isSubscription(query: string, operationName: unknown): boolean {
-  try {
-    return getOperationAST(parse(query), typeof operationName === "string" ? operationName : undefined)?.operation === "subscription";
-  } catch {
-    return false;
   }
 }

@@ -24,6 +24,7 @@ import { benchArgs } from "./lib/args.js";
 import { Target } from "./lib/target.js";
 import { runLoad } from "./lib/load.js";
 import { comparisonMarkdown } from "./lib/profile.js";
+import { postgresCpuSampler } from "./lib/pg-cpu.js";
 import type { HttpRequest } from "./lib/scenarios.js";
 import { SERVER_ENV, median } from "./lib/util.js";
 
@@ -31,7 +32,7 @@ const USAGE = `Usage: npm run build && node --import tsx bench/ab.ts [options]
 
   --targets LIST      hub first, then any of bare, baseline, fastify-express and bare+PIECE+PIECE…
                       (the pieces are listed in bench/bare/server.ts; default hub,bare,baseline)
-  --scenarios LIST    typename, health (default typename)
+  --scenarios LIST    typename, health, query (anonymous allCoinflips: a statement in a transaction) (default typename)
   --rounds N          interleaved rounds (default 6)
   --duration S        seconds per timed run (default 3)
   --connections N     autocannon connections (default 10)
@@ -63,6 +64,8 @@ const scripts: Record<string, string> = {
 const requests: Record<string, HttpRequest> = {
   typename: { method: "POST", path: "/graphql", headers: { "content-type": "application/json" }, body: '{"query":"{__typename}"}' },
   health: { method: "GET", path: "/health", headers: {} },
+  // Anonymous: row-level security leaves no rows, but the statement still goes to Postgres in its transaction.
+  query: { method: "POST", path: "/graphql", headers: { "content-type": "application/json" }, body: '{"query":"{allCoinflips(first:10,orderBy:ID_ASC){nodes{id}}}"}' },
 };
 const rate = opts.rate === undefined ? undefined : Number(opts.rate);
 if (rate !== undefined && !(Number.isInteger(rate) && rate > 0)) throw new Error(`--rate: expected a whole number of requests per second above 0, received ${JSON.stringify(opts.rate)}`);
@@ -86,16 +89,21 @@ try {
     if (opts.pin) execFileSync("taskset", ["-a", "-cp", String(os.cpus().length - 1), String(target.child.pid)], { stdio: "ignore" });
   }
   if (opts.pin) execFileSync("taskset", ["-a", "-cp", `0-${Math.max(0, os.cpus().length - 2)}`, String(process.pid)], { stdio: "ignore" });
-  const ok = (id: string) => (id === "typename" ? (b: string) => b === '{"data":{"__typename":"Query"}}' : (b: string) => b.includes('"ok"'));
+  // Cumulative CPU of the embedded Postgres (the hub target started it): one target is under load at a time.
+  const postgresCpu = postgresCpuSampler(dataDir);
+  const bodies: Record<string, string> = { typename: '{"data":{"__typename":"Query"}}', query: '{"data":{"allCoinflips":{"nodes":[]}}}' };
+  const ok = (id: string) => (bodies[id] !== undefined ? (b: string) => b === bodies[id] : (b: string) => b.includes('"ok"'));
   for (const id of scenarioIds) {
-    const runs = targets.map(() => ({ rps: [] as number[], cpu: [] as number[], sys: [] as number[], gc: [] as number[], minor: [] as number[], scav: [] as number[], other: [] as number[] }));
+    const runs = targets.map(() => ({ pg: [] as number[], trips: [] as number[], rps: [] as number[], cpu: [] as number[], sys: [] as number[], gc: [] as number[], minor: [] as number[], scav: [] as number[], other: [] as number[] }));
     for (let round = -1; round < Number(opts.rounds); round++) {
       for (const [i, { name, target }] of targets.entries()) {
-        const r = await runLoad(target, requests[id]!, { connections: Number(opts.connections), durationS: round < 0 ? 2 : Number(opts.duration), verify: ok(id), ...(rate ? { rate } : {}) });
+        const r = await runLoad(target, requests[id]!, { connections: Number(opts.connections), durationS: round < 0 ? 2 : Number(opts.duration), verify: ok(id), postgresCpu, ...(rate ? { rate } : {}) });
         const failures = r.errors + r.timeouts + r.non2xx + r.mismatches;
         if (failures) throw new Error(`${id} on ${name}: ${failures} failed responses`);
         if (round >= 0) {
           runs[i]!.rps.push(r.rps);
+          runs[i]!.trips.push(r.pgRoundTripsPerReq);
+          runs[i]!.pg.push(r.pgCpuUsPerReq);
           runs[i]!.cpu.push(r.cpuUsPerReq);
           runs[i]!.sys.push(r.sysUsPerReq);
           runs[i]!.gc.push(r.gcUsPerReq);
@@ -107,12 +115,12 @@ try {
     }
     const baselineIndex = targets.findIndex((t) => t.name === "baseline");
     for (const [i, { name }] of targets.entries()) {
-      const { rps, cpu, sys, gc, minor, scav, other } = runs[i]!;
+      const { rps, cpu, sys, gc, minor, scav, other, trips, pg } = runs[i]!;
       // Per round, this target's req/s over the baseline's of the same round: the spread of the ratio.
       const ratios = baselineIndex < 0 ? [] : rps.map((r, round) => r / runs[baselineIndex]!.rps[round]!);
       const ratio = ratios.length ? `  ${median(ratios).toFixed(2)}× baseline (rounds ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})` : "";
       process.stdout.write(
-        `${id} ${name.padEnd(24)} ${Math.round(median(rps)).toString().padStart(6)} req/s (rounds ${Math.round(Math.min(...rps))}–${Math.round(Math.max(...rps))})${ratio}  ${Math.round(median(cpu)).toString().padStart(4)} µs/req, min ${Math.round(Math.min(...cpu))}  (rounds: ${cpu.map(Math.round).join(" ")} µs); of which kernel ${Math.round(median(sys))}, GC pauses ${median(gc).toFixed(1)} µs (scavenges ${median(minor).toFixed(1)} µs, ${median(scav).toFixed(2)} and ${median(other).toFixed(2)} other pauses per 1,000 requests)\n`,
+        `${id} ${name.padEnd(24)} ${Math.round(median(rps)).toString().padStart(6)} req/s (rounds ${Math.round(Math.min(...rps))}–${Math.round(Math.max(...rps))})${ratio}  ${Math.round(median(cpu)).toString().padStart(4)} µs/req, min ${Math.round(Math.min(...cpu))}  (rounds: ${cpu.map(Math.round).join(" ")} µs); of which kernel ${Math.round(median(sys))}, GC pauses ${median(gc).toFixed(1)} µs (scavenges ${median(minor).toFixed(1)} µs, ${median(scav).toFixed(2)} and ${median(other).toFixed(2)} other pauses per 1,000 requests); Postgres round trips ${median(trips).toFixed(2)} and Postgres CPU ${Math.round(median(pg))} µs per request\n`,
       );
     }
     // Per round, the hub's CPU per request less each other target's, measured back to back: the hub's own cost, paired.
@@ -120,6 +128,18 @@ try {
       if (i === 0) continue;
       const diffs = runs[0]!.cpu.map((c, round) => c - runs[i]!.cpu[round]!);
       process.stdout.write(`${id} hub − ${name}: ${median(diffs).toFixed(1)} µs/req, median of the rounds (${diffs.map((d) => d.toFixed(0)).join(" ")})\n`);
+    }
+    // A target and the same target with one more piece (bare+x, bare+x+y), measured back to back in each round: that piece's cost.
+    for (const [i, { name }] of targets.entries()) {
+      for (const [j, { name: other }] of targets.entries()) {
+        if (!other.startsWith(`${name}+`)) continue;
+        const ratios = runs[j]!.rps.map((r, round) => r / runs[i]!.rps[round]!);
+        const diffs = runs[j]!.cpu.map((c, round) => c - runs[i]!.cpu[round]!);
+        const pgDiffs = runs[j]!.pg.map((c, round) => c - runs[i]!.pg[round]!);
+        process.stdout.write(
+          `${id} ${other} ÷ ${name}: req/s ${median(ratios).toFixed(3)}× (rounds ${ratios.map((r) => r.toFixed(2)).join(" ")}); CPU ${median(diffs).toFixed(1)} µs/req (rounds ${diffs.map((d) => d.toFixed(0)).join(" ")}); Postgres CPU ${median(pgDiffs).toFixed(1)} µs/req (rounds ${pgDiffs.map((d) => d.toFixed(0)).join(" ")})\n`,
+        );
+      }
     }
     if (opts.profile) {
       const dir = path.resolve(opts.profile);

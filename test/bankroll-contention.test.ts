@@ -385,7 +385,12 @@ t.test("dbSettleBet on a slot: a transaction that dies writes nothing; a committ
   await holder.query("select 1 from hub.bankroll where casino_id = $1 and currency_key = $2 for update", [casinoId, CURRENCY]);
   await bettor.query("begin");
   const settling = dbSettleBet(bettor, input);
-  await new Promise((r) => setTimeout(r, 200));
+  // The bet waiting on the bankroll row's lock, before the holder lets go.
+  for (const by = Date.now() + 30_000; ; await new Promise((r) => setTimeout(r, 20))) {
+    const { rows } = await hub.dbPool.query<{ n: number }>("select count(*)::int as n from pg_locks where pid = $1 and not granted", [(bettor as unknown as { processID: number }).processID]);
+    if (rows[0]!.n > 0) break;
+    if (Date.now() > by) throw new Error("the bet is not waiting on a lock 30 s after it started");
+  }
   await holder.query("commit");
   holder.release();
   const first = await settling;

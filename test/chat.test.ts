@@ -17,6 +17,7 @@ import {
   type GraphQLClient,
   type TestServer,
 } from "@hubpkg/hub/test";
+import { injectClient } from "./helpers/inject.js";
 import { gql } from "./helpers/http.js";
 import { startServerProcess, ROOT, type ServerProcess } from "./helpers/process.js";
 import { feed, until, wsClient, type Feed } from "./helpers/ws.js";
@@ -57,8 +58,9 @@ let roomOther: string;
 
 async function player(uname: string, casinoId: string, experienceId: string): Promise<Who> {
   const user = await createPlayer(a.dbPool, { casinoId, uname });
-  const { token, graphqlClient } = await a.authenticate(user.id, experienceId);
-  return { userId: user.id, experienceId, token, onA: graphqlClient, onB: createGraphQLClient(b.url, { authorization: `session:${token}` }) };
+  const { token } = await a.authenticate(user.id, experienceId);
+  // A (this process) through inject(), B (a process) over HTTP.
+  return { userId: user.id, experienceId, token, onA: injectClient(a, { authorization: `session:${token}` }), onB: createGraphQLClient(b.url, { authorization: `session:${token}` }) };
 }
 
 t.before(async () => {
@@ -74,7 +76,7 @@ t.before(async () => {
   players.carol = await player("carol", casinoId, roomB);
   players.dave = await player("dave", other.id, roomOther);
   const operator = await a.authenticateOperator();
-  op = { onA: operator.graphqlClient, onB: createGraphQLClient(b.url, { authorization: `apikey:${operator.apiKey}` }), key: operator.apiKey };
+  op = { onA: injectClient(a, { authorization: `apikey:${operator.apiKey}` }), onB: createGraphQLClient(b.url, { authorization: `apikey:${operator.apiKey}` }), key: operator.apiKey };
 });
 t.teardown(async () => {
   b?.child.kill("SIGTERM");

@@ -2,9 +2,9 @@ import "./helpers/env.js";
 import t from "tap";
 import fs from "node:fs";
 import path from "node:path";
-import { execFileSync } from "node:child_process";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { createExperience, createPlayer, postChatMessage, readChatMessages, startTestServer, type GraphQLClient, type TestServer } from "@hubpkg/hub/test";
+import { ensureDashboardBuilt } from "./helpers/dashboard-build.js";
 
 /*
  * The dashboard's Chat page in a real browser (Debian's chromium, or
@@ -25,9 +25,7 @@ let author: { userId: string; client: GraphQLClient };
 const dialogs: string[] = [];
 
 t.before(async () => {
-  if (!fs.existsSync(path.join(ROOT, "dist/dashboard/index.html"))) {
-    execFileSync("npm", ["run", "build:dashboard", "--silent"], { cwd: ROOT, stdio: "inherit" });
-  }
+  await ensureDashboardBuilt();
   hub = await startTestServer({ logLevel: (process.env.TEST_LOG_LEVEL as "silent" | undefined) ?? "silent" });
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
   operatorKey = (await hub.authenticateOperator()).apiKey;

@@ -3,11 +3,11 @@ import t from "tap";
 import type * as Tap from "tap";
 import fs from "node:fs";
 import path from "node:path";
-import { execFileSync } from "node:child_process";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { defaultPlugins, HubGameConfigPlugin, type OutcomeBetConfigMap } from "@hubpkg/hub";
 import { clientSeedForOutcome, createHouseBankroll, createPlayer, getHouseBankroll, startTestServer, type TestServer } from "@hubpkg/hub/test";
 import { verifyBet } from "../src/dashboard/fair.js";
+import { ensureDashboardBuilt } from "./helpers/dashboard-build.js";
 import { signedInPage } from "./helpers/dashboard.js";
 import { startSimCasino, type SimCasino } from "./helpers/sim-casino.js";
 import { addSimCasino, FAST_TRANSFERS, ok, sleep, waitFor } from "./helpers/transfers.js";
@@ -53,9 +53,7 @@ async function funded(uname: string, amount: number) {
 }
 
 t.before(async () => {
-  if (!fs.existsSync(path.join(ROOT, "dist/dashboard/index.html"))) {
-    execFileSync("npm", ["run", "build:dashboard", "--silent"], { cwd: ROOT, stdio: "inherit" });
-  }
+  await ensureDashboardBuilt();
   fs.mkdirSync(SHOTS, { recursive: true });
   casino = await startSimCasino();
   hub = await startTestServer({

@@ -3,9 +3,9 @@ import t from "tap";
 import type * as Tap from "tap";
 import fs from "node:fs";
 import path from "node:path";
-import { execFileSync } from "node:child_process";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { createPlayer, startTestServer, type TestServer } from "@hubpkg/hub/test";
+import { ensureDashboardBuilt } from "./helpers/dashboard-build.js";
 import { signedInPage } from "./helpers/dashboard.js";
 import { startSimCasino, type SimCasino } from "./helpers/sim-casino.js";
 import { addSimCasino, FAST_TRANSFERS, ok, waitFor } from "./helpers/transfers.js";
@@ -29,9 +29,7 @@ let operator: Record<string, string>;
 let operatorKey: string;
 
 t.before(async () => {
-  if (!fs.existsSync(path.join(ROOT, "dist/dashboard/index.html"))) {
-    execFileSync("npm", ["run", "build:dashboard", "--silent"], { cwd: ROOT, stdio: "inherit" });
-  }
+  await ensureDashboardBuilt();
   fs.mkdirSync(SHOTS, { recursive: true });
   casino = await startSimCasino();
   hub = await startTestServer({ logLevel: (process.env.TEST_LOG_LEVEL as "silent" | undefined) ?? "silent", transfers: FAST_TRANSFERS });

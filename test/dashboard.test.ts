@@ -3,7 +3,6 @@ import t from "tap";
 import type * as Tap from "tap";
 import fs from "node:fs";
 import path from "node:path";
-import { execFileSync } from "node:child_process";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
@@ -11,6 +10,7 @@ import { SignJWT, generateKeyPair } from "jose";
 import { defaultPlugins, HubGameConfigPlugin } from "@hubpkg/hub";
 import { createHouseBankroll, createPlayerBalance, getHouseBankroll, startTestServer, type TestServer } from "@hubpkg/hub/test";
 import { CoinflipBetPlugin, CoinflipPlanPlugin, referenceMigrationsPath, TowerPlugin } from "@hubpkg/hub/plugins";
+import { ensureDashboardBuilt } from "./helpers/dashboard-build.js";
 import { gql } from "./helpers/http.js";
 import { makeOperator, makePlayer, type Player } from "./helpers/credentials.js";
 
@@ -37,10 +37,7 @@ const dialogs: string[] = [];
 const pageErrors: string[] = [];
 
 t.before(async () => {
-  // npm test builds first; run alone, build the page if it is missing.
-  if (!fs.existsSync(path.join(ROOT, "dist/dashboard/index.html"))) {
-    execFileSync("npm", ["run", "build:dashboard", "--silent"], { cwd: ROOT, stdio: "inherit" });
-  }
+  await ensureDashboardBuilt();
   fs.mkdirSync(SHOTS, { recursive: true });
   hub = await startTestServer({
     logLevel: (process.env.TEST_LOG_LEVEL as "silent" | undefined) ?? "silent",

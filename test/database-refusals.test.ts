@@ -5,6 +5,7 @@ import { gql } from "./helpers/http.js";
 import { ROOT, startServerProcess, type ServerProcess } from "./helpers/process.js";
 import { makePlayer, withPool } from "./helpers/credentials.js";
 import { sharedClusterDatabase } from "./helpers/shared-database.js";
+import { until } from "./helpers/ws.js";
 
 /*
  * What the database refuses because of what a client sent is the client's
@@ -134,14 +135,22 @@ for (const field of ["refusalByResolver", "refusalByPlan"]) {
 }
 
 t.test("the log: each refusal at info, only the faults at error", async (t) => {
-  await new Promise((r) => setTimeout(r, 300));
-  const entries = server
-    .output()
-    .slice(logStart)
-    .split("\n")
-    .filter((l) => l.startsWith("{"))
-    .map((l) => JSON.parse(l) as { level: number; msg: string; sqlstate?: string; code?: string; errorId?: string });
-  const refused = entries.filter((e) => e.msg === "request refused: the database rejected the client's input");
+  const read = () =>
+    server
+      .output()
+      .slice(logStart)
+      .split("\n")
+      .filter((l) => l.startsWith("{"))
+      .map((l) => JSON.parse(l) as { level: number; msg: string; sqlstate?: string; code?: string; errorId?: string });
+  const isRefusal = (e: { msg: string }) => e.msg === "request refused: the database rejected the client's input";
+  // Until the lines of every request are in (the log reaches this process through a pipe).
+  await until(
+    () => read().filter(isRefusal).length >= cases.length * 2 && read().filter((e) => e.level >= 40).length >= faults.length * 2 + CONFLICTS_PER_FIELD * 2,
+    30_000,
+    () => `${cases.length * 2} refusal lines and ${faults.length * 2 + CONFLICTS_PER_FIELD * 2} fault and conflict lines in the server's log (log: ${server.output().slice(logStart).slice(-3000)})`,
+  );
+  const entries = read();
+  const refused = entries.filter(isRefusal);
   t.equal(refused.length, cases.length * 2, "one info line per refusal");
   t.ok(refused.every((e) => e.level === 30), "at info");
   t.same(

@@ -1,4 +1,5 @@
 import "./helpers/env.js";
+import { randomUUID } from "node:crypto";
 import path from "node:path";
 import t, { type Test } from "tap";
 import { gql } from "./helpers/http.js";
@@ -7,6 +8,7 @@ import { ROOT, startServerProcess, type ServerProcess } from "./helpers/process.
 import { INTROSPECTION, printType, unwrap, type IntrospectedType, type TypeRef } from "./helpers/schema-model.js";
 import { tmpDir } from "./helpers/tmp.js";
 import { sharedClusterDatabase } from "./helpers/shared-database.js";
+import { until } from "./helpers/ws.js";
 
 /*
  * Every root field of the demo server's schema (Query and Mutation, found by
@@ -286,8 +288,10 @@ for (const [demo, env] of demos) t.test(`${demo}: every root field, fed NUL byte
       }
     });
   }
-  // Let the last log lines reach the pipe.
-  await new Promise((r) => setTimeout(r, 300));
+  // A last request, logged after the others (one process, one stream): once its line is in, theirs are.
+  const fence = `/log-fence-${randomUUID()}`;
+  await fetch(`${server.url}${fence}`);
+  await until(() => server.output().includes(fence), 30_000, () => `the log line of ${fence} (log: ${server.output().slice(-2000)})`);
 
   const lines = server.output().slice(logBefore).split("\n").filter((l) => l.trim() !== "");
   const loud: string[] = [];

@@ -2,7 +2,8 @@ import "./helpers/env.js";
 import { createHash } from "node:crypto";
 import t from "tap";
 import { defaultPlugins } from "@hubpkg/hub";
-import { createGraphQLClient, createHashChain, startTestServer, type TestServer } from "@hubpkg/hub/test";
+import { createHashChain, startTestServer, type TestServer } from "@hubpkg/hub/test";
+import { injectClient } from "./helpers/inject.js";
 import { getIntermediateHash, CHECKPOINT_INTERVAL, verifyHashChain, sha256 } from "@hubpkg/hub/hash-chain";
 import { makeOperator, makePlayer, type Player } from "./helpers/credentials.js";
 import { errorOf } from "./helpers/graphql-error.js";
@@ -26,7 +27,8 @@ t.before(async () => {
 });
 t.teardown(() => hub?.stop());
 
-const client = (who: { header: Record<string, string> } | null) => createGraphQLClient(hub.url, who?.header ?? {});
+// Through inject(): what is tested is the chains and who may read them, not the socket.
+const client = (who: { header: Record<string, string> } | null) => injectClient(hub, who?.header ?? {});
 const b64 = (s: string) => new Uint8Array(Buffer.from(s, "base64"));
 
 const CHAIN_FIELDS = `id active currentIteration maxIteration userId casinoId experienceId

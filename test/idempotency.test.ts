@@ -19,6 +19,7 @@ import {
   type GraphQLClient,
   type TestServer,
 } from "@hubpkg/hub/test";
+import { injectClient } from "./helpers/inject.js";
 import { CoinflipBetPlugin } from "../dist/plugins/coinflip-bet.js";
 import { TowerPlugin } from "../dist/plugins/tower.js";
 import { CoinflipResolverPlugin } from "../dist/plugins/coinflip-resolver.js";
@@ -84,9 +85,10 @@ let players = 0;
 async function player(): Promise<P> {
   const userId = (await createPlayer(db, { casinoId, uname: `idem${++players}` })).id;
   await createPlayerBalance(db, { userId, experienceId, currencyKey: "BTC", amount: BALANCE });
-  const { token, graphqlClient } = await hubA.authenticate(userId, experienceId);
+  const { token } = await hubA.authenticate(userId, experienceId);
   const chain = await createHashChain(db, { userId, casinoId, experienceId, maxIteration: 1000 });
-  return { userId, a: graphqlClient, b: createGraphQLClient(hubB.url, { authorization: `session:${token}` }), chainId: chain.id };
+  // A through inject(), B over HTTP: what is tested is the keys across hubs, not the socket.
+  return { userId, a: injectClient(hubA, { authorization: `session:${token}` }), b: createGraphQLClient(hubB.url, { authorization: `session:${token}` }), chainId: chain.id };
 }
 
 const BET = `mutation Bet($input: HubMakeOutcomeBetInput!) {

@@ -7,7 +7,7 @@ import { defaultPlugins, serverStats, type ServerStats } from "@hubpkg/hub";
 import { extendSchema, gql as graphql } from "@hubpkg/hub/graphile";
 import { access, context, lambda, listen } from "@hubpkg/hub/grafast";
 import { startTestServer, createPlayer, createExperience } from "@hubpkg/hub/test";
-import { connected, feed, sleep, until, wsClient } from "./helpers/ws.js";
+import { connected, feed, live, sleep, until, wsClient } from "./helpers/ws.js";
 import { tmpDir, writeFiles } from "./helpers/tmp.js";
 
 // A plugin's own subscription, written as a user writes it: a NOTIFY from the plugin's table feeds it.
@@ -99,15 +99,22 @@ t.test("WebSocket limits, other paths, the Express app, and a plugin's subscript
     const q = "subscription { chatMessage { id body about { uname } } }";
     const f = feed(c, q);
     const fa = feed(anon, q);
-    await sleep(300);
-    await server.dbPool.query("insert into app.chat (body, user_id) values ('hello', $1), ('world', $2)", [user.id, other.id]);
-    t.same(await f.waitFor(2), [
-      { data: { chatMessage: { id: 1, body: "hello", about: { uname: "erin" } } } },
-      { data: { chatMessage: { id: 2, body: "world", about: null } } },
+    await Promise.all([connected(c), connected(anon)]);
+    // Live once each has announced a probe message; the probes are left out of what is compared.
+    const probe = () => server.dbPool.query("insert into app.chat (body, user_id) values ('probe', $1)", [user.id]);
+    await live(f, probe, "erin's chat subscription");
+    await live(fa, probe, "the anonymous chat subscription");
+    const { rows } = await server.dbPool.query<{ id: number }>("insert into app.chat (body, user_id) values ('hello', $1), ('world', $2) returning id", [user.id, other.id]);
+    const [hello, world] = rows.map((r) => r.id);
+    const said = (of: typeof f) => of.events.filter((e) => (e.data as { chatMessage: { body: string } }).chatMessage.body !== "probe");
+    await until(() => said(f).length >= 2 && said(fa).length >= 2, 30_000, () => `the two messages on both subscriptions (erin: ${JSON.stringify(f.events)}; anonymous: ${JSON.stringify(fa.events)})`);
+    t.same(said(f), [
+      { data: { chatMessage: { id: hello, body: "hello", about: { uname: "erin" } } } },
+      { data: { chatMessage: { id: world, body: "world", about: null } } },
     ], "erin sees her own user row, not mallory's");
-    t.same(await fa.waitFor(2), [
-      { data: { chatMessage: { id: 1, body: "hello", about: null } } },
-      { data: { chatMessage: { id: 2, body: "world", about: null } } },
+    t.same(said(fa), [
+      { data: { chatMessage: { id: hello, body: "hello", about: null } } },
+      { data: { chatMessage: { id: world, body: "world", about: null } } },
     ], "an anonymous subscriber sees no user row");
   });
 
@@ -124,7 +131,7 @@ t.test("WebSocket limits, other paths, the Express app, and a plugin's subscript
     t.teardown(() => c.dispose());
     const f1 = feed(c, BALANCE);
     const f2 = feed(c, BALANCE);
-    await sleep(300);
+    // graphql-ws counts an operation as its subscribe message arrives, and a socket's messages arrive in order.
     const f3 = feed(c, BALANCE);
     await f3.ended();
     t.match(f3.errors[0], [{ message: /Too many operations on this connection: 2 are running \(at most 2\)/, extensions: { code: "TOO_MANY_OPERATIONS" } }]);
@@ -188,7 +195,8 @@ t.test("WebSocket limits, other paths, the Express app, and a plugin's subscript
     const feeds = [];
     for (const c of clients) {
       feeds.push(feed(c, BALANCE));
-      await sleep(200);
+      // One after another: the connection holds its slot once acknowledged (the third is refused instead).
+      await connected(c).catch(() => undefined);
     }
     await until(() => closes.length > 0, 30_000, () => "nothing closed");
     t.match(closes, [{ code: 4429, reason: /Too many connections: this player already holds 2 \(at most 2\)/ }]);
@@ -219,8 +227,8 @@ t.test("WebSocket limits, other paths, the Express app, and a plugin's subscript
     const clients = [0, 1].map(() => wsClient(server.url, own, { closes }));
     t.teardown(() => Promise.all(clients.map((c) => c.dispose())));
     const feeds = clients.map((c) => feed(c, BALANCE));
+    // Acknowledged: a connection over the limit is closed before its acknowledgement.
     await Promise.all(clients.map((c) => connected(c)));
-    await sleep(300);
     t.same(closes, [], "both connections the limit allows are accepted");
     t.same(feeds.map((f) => f.errors), [[], []]);
   });

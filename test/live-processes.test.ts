@@ -3,7 +3,7 @@ import t from "tap";
 import { startTestServer, createPlayer, createExperience, createPlayerBalance, createHouseBankroll } from "@hubpkg/hub/test";
 import { gql } from "./helpers/http.js";
 import { startServerProcess } from "./helpers/process.js";
-import { feed, sleep, until, wsClient } from "./helpers/ws.js";
+import { feed, live, until, wsClient } from "./helpers/ws.js";
 
 t.test("two hub processes on one database: alerts cross processes; SIGTERM closes sockets with 1001", async (t) => {
   // A: this process; B: `node dist/server.js` (the demo, with makeCoinflipBet) on A's database.
@@ -31,26 +31,45 @@ t.test("two hub processes on one database: alerts cross processes; SIGTERM close
   const onB = wsClient(b.url, { authorization: `session:${token}` }, { closes: closesOnB });
   t.teardown(() => onB.dispose());
   const balanceOnB = feed(onB, "subscription { hubBalanceAlert { currencyKey } }");
-  await sleep(500);
+  // Live once each has announced a change made in the database (a credit; a bet row for the operator's).
+  const credit = () => a.dbPool.query("update hub.balance set amount = amount + 1 where user_id = $1 and experience_id = $2 and currency_key = 'HOUSE'", [user.id, exp.id]);
+  const ledgerBet = async () => {
+    const client = await a.dbPool.connect();
+    try {
+      await client.query("begin");
+      await client.query("select hub_hidden.ledger_begin('test', 'test:bets', 'probe bet', gen_random_uuid())");
+      await client.query("update hub.balance set amount = amount + 1 where user_id = $1 and experience_id = $2 and currency_key = 'HOUSE'", [user.id, exp.id]);
+      await client.query("commit");
+    } finally {
+      client.release();
+    }
+  };
+  await live(betsOnA, ledgerBet, "the operator's bet alerts on A");
+  await live(balanceOnA, credit, "the balance alerts on A");
+  await live(balanceOnB, credit, "the balance alerts on B");
+  const a0 = balanceOnA.events.length;
+  const b0 = balanceOnB.events.length;
 
   const bet = await gql(b.url, "mutation { makeCoinflipBet(input: { wager: 10, currency: \"HOUSE\", side: HEADS }) { bet { id } } }", {}, { authorization: `session:${token}` });
   t.notOk(bet.body.errors, "the bet through B succeeded");
   const betId = (bet.body.data as { makeCoinflipBet: { bet: { id: string } } }).makeCoinflipBet.bet.id;
-  await balanceOnA.waitFor(1);
-  t.same(balanceOnA.events, [{ data: { hubBalanceAlert: { currencyKey: "HOUSE" } } }], "A's subscriber heard of the bet placed through B, once");
-  const bets = await betsOnA.waitFor(1);
-  t.match(bets[0], { data: { hubBetAlert: { betId, userId: user.id } } }, "and A's operator got the bet row");
-  await balanceOnB.waitFor(1);
-  t.equal(balanceOnB.events.length, 1, "B's subscriber heard of it too");
+  t.same((await balanceOnA.waitFor(a0 + 1)).slice(a0), [{ data: { hubBalanceAlert: { currencyKey: "HOUSE" } } }], "A's subscriber heard of the bet placed through B");
+  const betIdOf = (e: (typeof betsOnA.events)[number]) => (e.data as { hubBetAlert: { betId: string } }).hubBetAlert.betId;
+  await until(() => betsOnA.events.some((e) => betIdOf(e) === betId), 30_000, () => `the alert of bet ${betId} on A (got ${JSON.stringify(betsOnA.events)})`);
+  t.match(betsOnA.events.find((e) => betIdOf(e) === betId), { data: { hubBetAlert: { betId, userId: user.id } } }, "and A's operator got the bet row");
+  await balanceOnB.waitFor(b0 + 1);
+  t.pass("B's subscriber heard of it too");
 
   await op.graphqlClient.request("mutation($i: HubBalanceChangeInput!) { hubCreditBalance(input: $i) { amount } }", {
     i: { userId: user.id, experienceId: exp.id, currencyKey: "HOUSE", amount: 5, reason: "credit through A" },
   });
-  await balanceOnB.waitFor(2);
+  await balanceOnB.waitFor(b0 + 2);
   t.pass("B's subscriber heard of the credit made through A");
-  await sleep(300);
-  t.equal(balanceOnA.events.length, 2, "and no alert was duplicated");
-  t.equal(balanceOnB.events.length, 2);
+  // A last change: alerts come in commit order, so a duplicate of an earlier one would have come before it.
+  await credit();
+  await Promise.all([balanceOnA.waitFor(a0 + 3), balanceOnB.waitFor(b0 + 3)]);
+  t.equal(balanceOnA.events.length - a0, 3, "and no alert was duplicated: the bet, the credit, the last change");
+  t.equal(balanceOnB.events.length - b0, 3);
 
   b.child.kill("SIGTERM");
   await until(() => closesOnB.length > 0, 30_000, () => "B's socket is still open");

@@ -5,7 +5,7 @@ import { startTestServer, createExperience, createPlayerBalance, createCurrency,
 import { gql } from "./helpers/http.js";
 // Internal helper (not a public sub-path): a session with a short life.
 import { createSession } from "../dist/src/auth/credentials.js";
-import { connected, feed, sleep, until, wsClient } from "./helpers/ws.js";
+import { connected, feed, live, sleep, until, wsClient, type Feed } from "./helpers/ws.js";
 import { livePlayer, type LivePlayer } from "./helpers/live-player.js";
 
 const BALANCE = "subscription { hubBalanceAlert { currencyKey } }";
@@ -14,13 +14,42 @@ type PlayerCtx = LivePlayer;
 const player = (server: TestServer, uname: string, experienceId?: string): Promise<PlayerCtx> =>
   livePlayer(server, uname, { amount: 1000, ...(experienceId === undefined ? {} : { experienceId }) });
 
-const credit = (server: TestServer, p: PlayerCtx, amount = 5) =>
-  server.dbPool.query("update hub.balance set amount = amount + $4 where user_id = $1 and casino_id = $2 and experience_id = $3 and currency_key = 'HOUSE'", [
+const credit = (server: TestServer, p: PlayerCtx, amount = 5, currencyKey = "HOUSE") =>
+  server.dbPool.query("update hub.balance set amount = amount + $4 where user_id = $1 and casino_id = $2 and experience_id = $3 and currency_key = $5", [
     p.userId,
     p.casinoId,
     p.experienceId,
     amount,
+    currencyKey,
   ]);
+
+const HOUSE_ALERT = { data: { hubBalanceAlert: { currencyKey: "HOUSE" } } };
+const BTC_ALERT = { data: { hubBalanceAlert: { currencyKey: "BTC" } } };
+
+/** A deposit notification for `p`, as the transfer worker sends one. */
+const putAlert = (server: TestServer, p: PlayerCtx, mpTransferId: string) =>
+  server.dbPool.query(
+    "select pg_notify('hub_put_alert', json_build_object('userId', $1::uuid, 'casinoId', $2::uuid, 'experienceId', $3::uuid, 'currencyKey', 'HOUSE', 'mpTransferId', $4::text)::text)",
+    [p.userId, p.casinoId, p.experienceId, mpTransferId],
+  );
+
+let betCount = 0;
+/** A bet of `p` in the ledger: one row changing their HOUSE balance by `delta`; returns the bet's id. */
+async function ledgerBet(server: TestServer, p: PlayerCtx, delta: number): Promise<string> {
+  const betId = `01900000-0000-7000-9000-${String(++betCount).padStart(12, "0")}`;
+  const client = await server.dbPool.connect();
+  try {
+    await client.query("begin");
+    await client.query("select hub_hidden.ledger_begin('test', 'test:bets', 'probe bet', $1)", [betId]);
+    await client.query("update hub.balance set amount = amount + $3 where user_id = $1 and experience_id = $2 and currency_key = 'HOUSE'", [p.userId, p.experienceId, delta]);
+    await client.query("commit");
+  } finally {
+    client.release();
+  }
+  return betId;
+}
+
+const betIds = (f: Feed, from = 0) => f.events.slice(from).map((e) => (e.data as { hubBetAlert: { betId: string } }).hubBetAlert.betId);
 
 t.test("live updates over one hub", async (t) => {
   const server = await startTestServer();
@@ -31,6 +60,10 @@ t.test("live updates over one hub", async (t) => {
   const otherExp = (await createExperience(server.dbPool, { casinoId: alice.casinoId, name: "elsewhere" })).id;
   await createPlayerBalance(server.dbPool, { userId: alice.userId, experienceId: otherExp, currencyKey: "HOUSE", amount: 10 });
   const aliceElsewhere = (await server.authenticate(alice.userId, otherExp)).token;
+  const aliceThere: PlayerCtx = { ...alice, experienceId: otherExp };
+  // A second currency of alice's: a change of it is announced while a HOUSE change waits in an open transaction.
+  await createCurrency(server.dbPool, { casinoId: alice.casinoId, key: "BTC" });
+  await createPlayerBalance(server.dbPool, { userId: alice.userId, experienceId: alice.experienceId, currencyKey: "BTC", amount: 3 });
 
   t.test("hubBalanceAlert: committed changes only, to their player only, whatever made them", async (t) => {
     const a = wsClient(server.url, { authorization: `session:${alice.token}` });
@@ -41,21 +74,25 @@ t.test("live updates over one hub", async (t) => {
     const fb = feed(b, BALANCE);
     const fa2 = feed(a2, BALANCE);
     await Promise.all([connected(a), connected(b), connected(a2)]).catch(() => undefined);
-    await sleep(200); // the subscribe messages reach the server
+    // Bob's and alice's other session first: alice's changes from here on must not reach them.
+    const b0 = await live(fb, () => credit(server, bob), "bob's balance alerts");
+    const c0 = await live(fa2, () => credit(server, aliceThere), "alice's balance alerts in the other experience");
+    const a0 = await live(fa, () => credit(server, alice), "alice's balance alerts");
 
     // A transaction: nothing before its commit, one alert after it (two changes of one currency fold into one).
     const client = await server.dbPool.connect();
     try {
       await client.query("begin");
-      await client.query("update hub.balance set amount = amount + 1 where user_id = $1 and experience_id = $2", [alice.userId, alice.experienceId]);
-      await client.query("update hub.balance set amount = amount + 1 where user_id = $1 and experience_id = $2", [alice.userId, alice.experienceId]);
-      await sleep(300);
-      t.same(fa.events, [], "nothing is announced before the commit");
+      await client.query("update hub.balance set amount = amount + 1 where user_id = $1 and experience_id = $2 and currency_key = 'HOUSE'", [alice.userId, alice.experienceId]);
+      await client.query("update hub.balance set amount = amount + 1 where user_id = $1 and experience_id = $2 and currency_key = 'HOUSE'", [alice.userId, alice.experienceId]);
+      // Committed meanwhile, and announced: alerts come in commit order, so one of the open transaction would have come first.
+      await credit(server, alice, 1, "BTC");
+      t.same((await fa.waitFor(a0 + 1)).slice(a0), [BTC_ALERT], "nothing of the open transaction is announced before its commit");
       await client.query("commit");
     } finally {
       client.release();
     }
-    t.same(await fa.waitFor(1), [{ data: { hubBalanceAlert: { currencyKey: "HOUSE" } } }], "one alert after the commit");
+    t.same((await fa.waitFor(a0 + 2)).slice(a0 + 1), [HOUSE_ALERT], "one alert after the commit");
 
     // Rolled back: nothing.
     await server.dbPool.query("begin; update hub.balance set amount = amount + 1 where user_id = '" + alice.userId + "'; rollback;");
@@ -65,24 +102,22 @@ t.test("live updates over one hub", async (t) => {
       "mutation($i: HubBalanceChangeInput!) { hubCreditBalance(input: $i) { amount } }",
       { i: { userId: alice.userId, experienceId: alice.experienceId, currencyKey: "HOUSE", amount: 7, reason: "goodwill" } },
     );
-    await fa.waitFor(2);
-    await sleep(300);
-    t.equal(fa.events.length, 2, "the rolled-back change announced nothing; the operator credit one alert");
-    t.same(fb.events, [], "bob heard nothing of alice's balance");
-    t.same(fa2.events, [], "alice's session in another experience heard nothing");
+    // The last change, so everything before it has been announced by the time it is.
+    await credit(server, alice, 1, "BTC");
+    t.same((await fa.waitFor(a0 + 4)).slice(a0 + 2), [HOUSE_ALERT, BTC_ALERT], "the rolled-back change announced nothing; the operator credit one alert");
     await credit(server, bob);
-    await fb.waitFor(1);
-    t.same(fb.events[0], { data: { hubBalanceAlert: { currencyKey: "HOUSE" } } });
+    t.same((await fb.waitFor(b0 + 1)).slice(b0), [HOUSE_ALERT], "bob heard nothing of alice's balance, then his own credit");
+    await credit(server, aliceThere);
+    t.same((await fa2.waitFor(c0 + 1)).slice(c0), [HOUSE_ALERT], "alice's session in another experience heard nothing of this one's");
   });
 
   t.test("identity: the upgrade's Authorization header works too; none or a bad one is anonymous", async (t) => {
     const byHeader = wsClient(server.url, undefined, { headers: { authorization: `session:${bob.token}` } });
     t.teardown(() => byHeader.dispose());
     const f = feed(byHeader, BALANCE);
-    await sleep(300);
-    await credit(server, bob);
-    await f.waitFor(1);
-    t.pass("an alert reached the socket authenticated by its upgrade header");
+    await connected(byHeader);
+    await live(f, () => credit(server, bob), "bob's balance alerts on the socket authenticated by its upgrade header");
+    t.same(f.events[0], HOUSE_ALERT, "an alert reached the socket authenticated by its upgrade header");
 
     const anonymous = wsClient(server.url);
     t.teardown(() => anonymous.dispose());
@@ -107,21 +142,14 @@ t.test("live updates over one hub", async (t) => {
     const q = "subscription { hubPutAlert { currencyKey mpTransferId } }";
     const fa = feed(a, q);
     const fb = feed(b, q);
-    await sleep(300);
-    const client = await server.dbPool.connect();
-    try {
-      await client.query("begin");
-      await client.query(
-        "select pg_notify('hub_put_alert', json_build_object('userId', $1::uuid, 'casinoId', $2::uuid, 'experienceId', $3::uuid, 'currencyKey', 'HOUSE', 'mpTransferId', 'mp-42')::text)",
-        [alice.userId, alice.casinoId, alice.experienceId],
-      );
-      await client.query("commit");
-    } finally {
-      client.release();
-    }
-    t.same(await fa.waitFor(1), [{ data: { hubPutAlert: { currencyKey: "HOUSE", mpTransferId: "mp-42" } } }]);
-    await sleep(200);
-    t.same(fb.events, [], "bob heard nothing");
+    await Promise.all([connected(a), connected(b)]);
+    // Bob's first: alice's deposits from here on must not reach him.
+    const b0 = await live(fb, () => putAlert(server, bob, "probe"), "bob's deposit alerts");
+    const a0 = await live(fa, () => putAlert(server, alice, "probe"), "alice's deposit alerts");
+    await putAlert(server, alice, "mp-42");
+    t.same((await fa.waitFor(a0 + 1)).slice(a0), [{ data: { hubPutAlert: { currencyKey: "HOUSE", mpTransferId: "mp-42" } } }]);
+    await putAlert(server, bob, "mp-43");
+    t.same((await fb.waitFor(b0 + 1)).slice(b0), [{ data: { hubPutAlert: { currencyKey: "HOUSE", mpTransferId: "mp-43" } } }], "bob heard nothing of alice's, then his own");
   });
 
   t.test("hubBetAlert: operators only, one per bet row of the ledger, filtered by userId on request", async (t) => {
@@ -135,27 +163,34 @@ t.test("live updates over one hub", async (t) => {
     const denied = feed(s, q);
     await denied.ended();
     t.match(denied.events, [{ errors: [{ message: /needs an operator API key.*received a player's session/, extensions: { code: "FORBIDDEN" } }] }], "a session gets FORBIDDEN");
-    await sleep(300);
+    await live(bobs, () => ledgerBet(server, bob, 1), "the operator's bet alerts of bob");
+    await live(all, () => ledgerBet(server, bob, 1), "the operator's bet alerts");
+    // Alerts come in commit order: once this bet's have come, no earlier probe's is still on its way.
+    const fence = await ledgerBet(server, bob, 1);
+    await until(() => betIds(all).includes(fence) && betIds(bobs).includes(fence), 30_000, () => `the alerts of bet ${fence} on both subscriptions (all: ${betIds(all)}; bob's: ${betIds(bobs)})`);
+    const a0 = all.events.length;
+    const b0 = bobs.events.length;
     const betId = "01900000-0000-7000-8000-000000000001";
     const client = await server.dbPool.connect();
     try {
       await client.query("begin");
       await client.query("select hub_hidden.ledger_begin('test', 'test:bets', 'coinflip bet', $1)", [betId]);
-      await client.query("update hub.balance set amount = amount - 3 where user_id = $1 and experience_id = $2", [alice.userId, alice.experienceId]);
-      await client.query("update hub.balance set amount = amount + 2 where user_id = $1 and experience_id = $2", [alice.userId, alice.experienceId]);
+      await client.query("update hub.balance set amount = amount - 3 where user_id = $1 and experience_id = $2 and currency_key = 'HOUSE'", [alice.userId, alice.experienceId]);
+      await client.query("update hub.balance set amount = amount + 2 where user_id = $1 and experience_id = $2 and currency_key = 'HOUSE'", [alice.userId, alice.experienceId]);
       await client.query("commit");
     } finally {
       client.release();
     }
-    const events = await all.waitFor(2);
+    const events = (await all.waitFor(a0 + 2)).slice(a0);
     const rows = events.map((e) => (e.data as { hubBetAlert: Record<string, unknown> }).hubBetAlert);
     t.same(rows.map((r) => r.amountDelta), [-3, 2], "one alert per ledger row, in order");
     t.match(rows[0], { betId, userId: alice.userId, casinoId: alice.casinoId, experienceId: alice.experienceId, currencyKey: "HOUSE", reason: "coinflip bet", createdAt: /^\d{4}-/ });
-    await sleep(200);
-    t.same(bobs.events, [], "the userId filter kept alice's bets out");
     await credit(server, alice); // no bet id: no bet alert
-    await sleep(300);
-    t.equal(all.events.length, 2, "a change without a bet id is no bet alert");
+    const last = await ledgerBet(server, bob, 1);
+    await all.waitFor(a0 + 3);
+    t.same(betIds(all, a0), [betId, betId, last], "a change without a bet id is no bet alert");
+    await bobs.waitFor(b0 + 1);
+    t.same(betIds(bobs, b0), [last], "the userId filter kept alice's bets out");
   });
 
   t.test("a subscription over POST or GET is a GraphQL error naming the WebSocket endpoint", async (t) => {
@@ -173,9 +208,8 @@ t.test("live updates over one hub", async (t) => {
     const c = wsClient(server.url, { authorization: `session:${p.token}` }, { closes });
     t.teardown(() => c.dispose());
     const f = feed(c, BALANCE);
-    await sleep(300);
-    await credit(server, p);
-    await f.waitFor(1);
+    await connected(c);
+    await live(f, () => credit(server, p), "carol's balance alerts");
     const started = Date.now();
     t.same(closes, [], "open until the revocation");
     await server.dbPool.query("update hub.session set revoked_at = now() where user_id = $1", [p.userId]);
@@ -190,8 +224,9 @@ t.test("live updates over one hub", async (t) => {
     const closes: { code: number; reason: string }[] = [];
     const o = wsClient(server.url, { authorization: `apikey:${op.apiKey}` }, { closes });
     t.teardown(() => o.dispose());
-    feed(o, "subscription { hubBetAlert { betId } }");
-    await sleep(300);
+    const bets = feed(o, "subscription { hubBetAlert { betId } }");
+    await connected(o);
+    await live(bets, () => ledgerBet(server, alice, 1), "the API key's bet alerts");
     t.same(closes, [], "open while the key is valid");
     const revokedAt = Date.now();
     await server.dbPool.query("update hub.api_key set revoked_at = now() where id = $1", [op.apiKeyId]);
@@ -259,10 +294,8 @@ t.test("after the LISTEN connection drops and comes back, what was committed mea
   t.teardown(() => s.dispose());
   const fs = feed(s, BALANCE);
   await connected(s);
-  await sleep(200);
-  await credit(server, dave);
-  await fs.waitFor(1);
-  t.pass("a live alert reaches a socket opened after the reconnection");
+  await live(fs, () => credit(server, dave), "balance alerts on a socket opened after the reconnection");
+  t.same(fs.events[0], HOUSE_ALERT, "a live alert reaches a socket opened after the reconnection");
   await server.dbPool.query("update hub.session set revoked_at = now() where user_id = $1", [dave.userId]);
   await until(() => closes.length > 0, 5000, () => "the socket is still open 5 s after the revocation");
   t.match(closes[0], { code: 4401 }, "the open socket is closed with 4401");

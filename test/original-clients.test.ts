@@ -34,6 +34,7 @@ import { gql } from "./helpers/http.js";
 import { runServerExpectingFailure, startServerProcess } from "./helpers/process.js";
 import { sha256 } from "./helpers/secrets.js";
 import { tmpDir, writeFiles } from "./helpers/tmp.js";
+import { until } from "./helpers/ws.js";
 
 type Key = Awaited<ReturnType<typeof generateKeyPair>>["privateKey"];
 
@@ -204,7 +205,10 @@ t.test("the casino's apiKey is never logged, even at trace level and when the in
   const dup = await gql(proc.url, ADD_CASINO, { input: { name: "logged-casino", apiKey } }, operator);
   t.ok(dup.body.errors?.length, "duplicate name refused");
   t.not(dup.body.errors?.[0]?.extensions?.code, "INTERNAL_SERVER_ERROR");
-  await new Promise((r) => setTimeout(r, 300));
+  // A last request, logged after the others (one process, one stream): once its line is in, theirs are.
+  const fence = `/log-fence-${randomUUID()}`;
+  await fetch(`${proc.url}${fence}`);
+  await until(() => proc.output().includes(fence), 30_000, () => `the log line of ${fence} (log: ${proc.output().slice(-2000)})`);
   t.match(proc.output(), /request/i, "the server did log the requests");
   t.notOk(proc.output().includes(apiKey), "the key appears in no log line");
 });

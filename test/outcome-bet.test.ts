@@ -23,11 +23,12 @@ import { verifyHashChain, verifyOutcomeBet } from "@hubpkg/hub/hash-chain";
 import { makeOperator } from "./helpers/credentials.js";
 import { ROOT, startServerProcess, type ServerProcess } from "./helpers/process.js";
 import { errorOf } from "./helpers/graphql-error.js";
+import { injectClient } from "./helpers/inject.js";
 import { shownLimit } from "./helpers/risk.js";
 import { createBetStateReads, readBetState } from "../dist/src/fair/bet-state.js";
 
 /*
- * hubMakeOutcomeBet over HTTP: every refusal, the risk and hash-chain errors
+ * hubMakeOutcomeBet (through inject(), and over HTTP to a second hub process): every refusal, the risk and hash-chain errors
  * of the result union, the request shapes existing frontends send, a bet
  * whose outcome the test chose, and one player's concurrent bets on one chain
  * in one and in two hub processes, with the books checked after each.
@@ -69,7 +70,7 @@ let players = 0;
 async function player(balance = BALANCE): Promise<P> {
   const userId = (await createPlayer(hub.dbPool, { casinoId, uname: `p${++players}` })).id;
   if (balance > 0) await createPlayerBalance(hub.dbPool, { userId, experienceId, currencyKey: "BTC", amount: balance });
-  return { userId, client: (await hub.authenticate(userId, experienceId)).graphqlClient };
+  return { userId, client: injectClient(hub, { authorization: `session:${(await hub.authenticate(userId, experienceId)).token}` }) };
 }
 
 const BET = `mutation Bet($input: HubMakeOutcomeBetInput!) {

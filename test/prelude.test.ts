@@ -52,32 +52,6 @@ t.test("the server's process setup turns V8's allocation-site pretenuring off, u
   t.ok(library > 100, `importing the library's prelude leaves V8's default: ${library.toFixed(0)} MiB`);
 });
 
-t.test("the server's process setup keeps node-postgres from loading Node's fetch implementation, and leaves no navigator behind", async (t) => {
-  const check = (prelude: boolean) =>
-    JSON.parse(
-      execFileSync(
-        process.execPath,
-        [
-          "--input-type=module",
-          "-e",
-          `${prelude ? `import ${JSON.stringify(PROCESS_SETUP)};\n` : ""}import pg from "pg";
-const pool = new pg.Pool();
-console.log(JSON.stringify({ undici: process.moduleLoadList.some((m) => m.includes("undici")), navigator: typeof globalThis.navigator, pool: typeof pool.connect }));`,
-        ],
-        { encoding: "utf8", cwd: DIST },
-      ).trim(),
-    ) as { undici: boolean; navigator: string; pool: string };
-  // Node ≥ 21 has a navigator of its own, which node-postgres reads as Node: there the setup has nothing to do.
-  const native = "navigator" in globalThis;
-  const navigator = native ? "object" : "undefined";
-  t.same(
-    check(false),
-    { undici: !native, navigator, pool: "function" },
-    native ? "without it, pg loads without undici on this runtime (Node's own navigator)" : "without it, loading pg loads undici (its Cloudflare probe)",
-  );
-  t.same(check(true), { undici: false, navigator, pool: "function" }, "with it, pg loads without undici, and the navigator global is as the runtime has it");
-});
-
 /** What a process looks like after importing `script`'s modules, from a child with a clean environment. */
 function processAfter(imports: string[], opts: { preload?: string } = {}) {
   const env = { ...process.env };

@@ -1,14 +1,21 @@
 /**
- * `npm test`'s runs of tap: every file, several at a time (.taprc: jobs, on
- * the 2-core machines the suite must fit, since files spend part of their time
- * waiting on servers and timers), with the type check of the tests alongside
- * (its output held back until it ends, so it does not cut into tap's), then
- * the burst test alone (it compares another player's latency with the time a
- * flood takes, so it must not share the machine with other files). All
- * always run, so a failure in one does not hide another's result; the exit
- * status is non-zero when any failed, and the end of the output names which.
- * After the first run the slowest files are listed with tap's own per-file
- * times, to see where the suite's time goes.
+ * `npm test`'s runs of tap: every file, three at a time (the 2-core machines
+ * the suite must fit: files spend part of their time waiting on servers and
+ * timers), with the type check of the tests alongside (its output held back
+ * until it ends, so it does not cut into tap's), then the burst test alone (it
+ * compares another player's latency with the time a flood takes, so it must
+ * not share the machine with other files). All always run, so a failure in
+ * one does not hide another's result; the exit status is non-zero when any
+ * failed, and the end of the output names which. After the first run the
+ * slowest files are listed with tap's own per-file times.
+ *
+ * tap starts files in alphabetical order, which would start the longest ones
+ * (the scaffold, tenant isolation) near the end, where they alone keep the run
+ * going. So the files are run longest first: three workers each take the next
+ * job, a tap of its own over one long file or a few short ones, one at a time
+ * (--jobs=1); a line as each passes, its whole TAP output when it fails. How long a file is comes from
+ * the previous run's results in .tap/test-results when there are some, else
+ * from the list of files long by construction below.
  */
 import { spawn } from "node:child_process";
 import fs from "node:fs";
@@ -33,10 +40,61 @@ function slowestFiles(count, since) {
   return times.sort((a, b) => b.ms - a.ms).slice(0, count);
 }
 
-const runs = [
-  { name: "every test file but the burst test", args: [], listSlowest: true },
-  { name: "test/burst.test.ts (alone)", args: ["--jobs=1", "test/burst.test.ts"], listSlowest: false },
+/** Files long by construction, longest first: started first when no earlier run says otherwise. */
+const LONG = [
+  "test/scaffold.test.ts",
+  "test/outcome-bet-fairness.test.ts",
+  "test/lifecycle.test.ts",
+  "test/coin-fairness.test.ts",
+  "test/tenant-isolation.test.ts",
+  "test/fuzz-every-field.test.ts",
+  "test/test-kit.test.ts",
+  "test/memory.test.ts",
+  "test/docs.test.ts",
+  "test/settlement.test.ts",
+  "test/dashboard.test.ts",
+  "test/dashboard-features.test.ts",
 ];
+const WORKERS = 3;
+/** tap's own bin, not through npx (a quarter of a second of CPU each time, some thirty taps a run). */
+const TAP = path.join("node_modules", ".bin", "tap");
+/** Short files per tap: each tap costs about a second of CPU to start, so not one per file. */
+const PER_JOB = 4;
+/** A file is run alone when the previous run took this long (ms) or more. */
+const LONG_MS = 25_000;
+
+/** Each file's time in the previous run (ms), from tap's results in .tap/test-results. */
+function previousTimes() {
+  const dir = path.join(".tap", "test-results", "test");
+  const times = new Map();
+  let names = [];
+  try {
+    names = fs.readdirSync(dir).filter((name) => name.endsWith(".tap"));
+  } catch {
+    return times;
+  }
+  for (const name of names) {
+    const all = [...fs.readFileSync(path.join(dir, name), "utf8").matchAll(/^# time=([\d.]+)ms$/gm)];
+    if (all.length > 0) times.set(`test/${name.replace(/\.tap$/, "")}`, Number(all[all.length - 1][1]));
+  }
+  return times;
+}
+
+/** The jobs of the first run, longest first: one file each for the long files, PER_JOB for the others. */
+function jobsOf(files) {
+  const before = previousTimes();
+  const weight = (f) => before.get(f) ?? (LONG.includes(f) ? LONG_MS * (1 + LONG.length - LONG.indexOf(f)) : 0);
+  const sorted = [...files].sort((a, b) => weight(b) - weight(a));
+  const jobs = [];
+  let short = [];
+  for (const file of sorted) {
+    if (weight(file) >= LONG_MS) jobs.push([file]);
+    else if ((short = [...short, file]).length === PER_JOB) (jobs.push(short), (short = []));
+  }
+  if (short.length > 0) jobs.push(short);
+  return jobs;
+}
+
 const failed = [];
 
 /** Run a command to its end: its exit status (or signal, or spawn error) and, when piped, its output. */
@@ -55,21 +113,46 @@ function runToEnd(command, args, stdio) {
 const typecheck = runToEnd("npm", ["run", "--silent", "typecheck"], ["ignore", "pipe", "pipe"]);
 const failure = (result) => (result.error ? result.error.message : `exit status ${result.status ?? result.signal}`);
 
-for (const run of runs) {
-  const started = Date.now();
-  const result = await runToEnd("npx", ["tap", ...run.args], "inherit");
-  if (result.status !== 0) failed.push(`${run.name}: ${failure(result)}`);
-  const slowest = run.listSlowest ? slowestFiles(10, started) : [];
-  process.stdout.write(`\n${run.name}: ${((Date.now() - started) / 1000).toFixed(0)} s${slowest.length > 1 ? `; slowest files: ${slowest.map((f) => `${f.file} ${(f.ms / 1000).toFixed(1)} s`).join(", ")}` : ""}\n`);
-  if (run === runs[0]) {
-    // Reported before the burst test, which must have the machine to itself.
-    const checked = await typecheck;
-    process.stdout.write(`\nnpm run typecheck: ${checked.status === 0 ? "passed" : failure(checked)}\n${checked.output}`);
-    if (checked.status !== 0) failed.push(`npm run typecheck: ${failure(checked)}`);
+/** Every file but the burst test, WORKERS taps at a time; resolves once all ended. */
+async function runAll() {
+  const listed = await runToEnd(TAP, ["list"], ["ignore", "pipe", "pipe"]);
+  const files = listed.output.split("\n").map((line) => line.trim()).filter((line) => line.endsWith(".test.ts"));
+  if (listed.status !== 0 || files.length === 0) {
+    failed.push(`npx tap list: ${failure(listed)}\n${listed.output}`);
+    return;
   }
+  const jobs = jobsOf(files);
+  const worker = async () => {
+    for (let job = jobs.shift(); job; job = jobs.shift()) {
+      const jobStarted = Date.now();
+      // TAP, not a reporter that redraws: read only when the job failed.
+      const result = await runToEnd(TAP, ["--jobs=1", "--reporter=tap", ...job], ["ignore", "pipe", "pipe"]);
+      const seconds = ((Date.now() - jobStarted) / 1000).toFixed(0);
+      if (result.status === 0) process.stdout.write(`passed (${seconds} s): ${job.join(" ")}\n`);
+      else {
+        process.stdout.write(`\nFAILED (${seconds} s, ${failure(result)}): ${job.join(" ")}\n${result.output}\n`);
+        failed.push(`${job.join(" ")}: ${failure(result)}`);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: WORKERS }, worker));
 }
+
+let started = Date.now();
+await runAll();
+const slowest = slowestFiles(10, started);
+process.stdout.write(`\nevery test file but the burst test: ${((Date.now() - started) / 1000).toFixed(0)} s${slowest.length > 1 ? `; slowest files: ${slowest.map((f) => `${f.file} ${(f.ms / 1000).toFixed(1)} s`).join(", ")}` : ""}\n`);
+// Reported before the burst test, which must have the machine to itself.
+const checked = await typecheck;
+process.stdout.write(`\nnpm run typecheck: ${checked.status === 0 ? "passed" : failure(checked)}\n${checked.output}`);
+if (checked.status !== 0) failed.push(`npm run typecheck: ${failure(checked)}`);
+started = Date.now();
+const burst = await runToEnd(TAP, ["--jobs=1", "test/burst.test.ts"], "inherit");
+if (burst.status !== 0) failed.push(`test/burst.test.ts (alone): ${failure(burst)}`);
+process.stdout.write(`\ntest/burst.test.ts (alone): ${((Date.now() - started) / 1000).toFixed(0)} s\n`);
+
 if (failed.length > 0) {
   process.stderr.write(`\nnpm test failed:\n${failed.map((f) => `  - ${f}`).join("\n")}\n`);
   process.exit(1);
 }
-process.stdout.write(`\nnpm test: all ${runs.length} tap runs and the type check passed\n`);
+process.stdout.write("\nnpm test: every test file, the burst test and the type check passed\n");

@@ -16,6 +16,7 @@ import {
   type GraphQLClient,
   type TestServer,
 } from "@hubpkg/hub/test";
+import { injectClient } from "./helpers/inject.js";
 import { DicePlugin } from "./fixtures/games/dice.js";
 import { errorOf } from "./helpers/graphql-error.js";
 import { feed, wsClient } from "./helpers/ws.js";
@@ -56,7 +57,7 @@ t.before(async () => {
   await createCurrency(hub.dbPool, { casinoId, key: "NOHOUSE", displayUnitName: "nohouse", displayUnitScale: 1 });
   await createHouseBankroll(hub.dbPool, { casinoId, currencyKey: "CHIPS", amount: BANKROLL });
   await createHouseBankroll(hub.dbPool, { casinoId, currencyKey: "BIG", amount: 0 });
-  operator = (await hub.authenticateOperator()).graphqlClient;
+  operator = injectClient(hub, { authorization: `apikey:${(await hub.authenticateOperator()).apiKey}` });
 });
 t.teardown(() => hub?.stop());
 
@@ -66,7 +67,8 @@ async function player(balances: Record<string, number> = { CHIPS: 100_000 }): Pr
   const userId = (await createPlayer(hub.dbPool, { casinoId, uname: `s${++players}` })).id;
   for (const [currencyKey, amount] of Object.entries(balances)) await createPlayerBalance(hub.dbPool, { userId, experienceId, currencyKey, amount });
   const chainId = (await createHashChain(hub.dbPool, { userId, casinoId, experienceId, maxIteration: 10_000 })).id;
-  return { userId, chainId, client: (await hub.authenticate(userId, experienceId)).graphqlClient };
+  // Through inject(): what is tested is the settlement, not the socket.
+  return { userId, chainId, client: injectClient(hub, { authorization: `session:${(await hub.authenticate(userId, experienceId)).token}` }) };
 }
 
 const OUTCOME_BET = `mutation($i: HubMakeOutcomeBetInput!) { hubMakeOutcomeBet(input: $i) { result { __typename

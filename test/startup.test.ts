@@ -11,6 +11,7 @@ import t from "tap";
 import { gql } from "./helpers/http.js";
 import { runServerExpectingFailure, startServerProcess } from "./helpers/process.js";
 import { sharedClusterDatabase } from "./helpers/shared-database.js";
+import { until } from "./helpers/ws.js";
 import { tmpDir, writeFiles } from "./helpers/tmp.js";
 import { startTestServer } from "@hubpkg/hub/test";
 // Internal: the check the start-up warnings come from.
@@ -64,7 +65,7 @@ t.test("grants: start-up warns with the statement to run; a request that hits th
   t.equal(error?.extensions?.code, "SERVER_MISCONFIGURED", JSON.stringify(res.body));
   t.match(error?.message, /^The server's configuration is incomplete/);
   t.notMatch(error?.message, /permission denied|game/, "the details stay in the log");
-  await new Promise((r) => setTimeout(r, 200));
+  await until(() => /permission denied for schema game/.test(server.output()), 30_000, () => `the log line with the details (log: ${server.output().slice(-2000)})`);
   t.match(server.output(), /permission denied for schema game/, "the log has them");
   server.child.kill("SIGINT");
   await server.exited;

@@ -4,7 +4,7 @@ import pg from "pg";
 import { defaultPlugins } from "@hubpkg/hub";
 import { startTestServer, type TestServer } from "@hubpkg/hub/test";
 import { FortunePlugin, CoinflipPlanPlugin, CoinflipBetPlugin, referenceMigrationsPath } from "@hubpkg/hub/plugins";
-import { gql } from "./helpers/http.js";
+import { injectGql } from "./helpers/inject.js";
 import { makeOperator, makePlayer, type Player } from "./helpers/credentials.js";
 import { createHashChain } from "@hubpkg/hub/test";
 import { makeOutcomeBet } from "@hubpkg/hub/hash-chain";
@@ -38,6 +38,9 @@ import { loadSchemaModel, printType, selectionOf, type SchemaModel } from "./hel
  *    every player of their casino and experience; a mute by its player, and by
  *    the mods of its experience.
  * The operator sees every row; an anonymous request sees none.
+ *
+ * The queries go through inject() (helpers/inject.ts): what is under test is
+ * the hub's identity and row-level security, which run the same without a socket.
  */
 
 const OWNER_FIELDS = ["userId", "casinoId", "experienceId"] as const;
@@ -86,7 +89,7 @@ t.before(async () => {
 /** (Re)read every row of every table as the operator. */
 async function loadUniverse() {
   const doc = `{ ${model.rootConnections.map((r) => `${r.field} { totalCount nodes { ${selectionOf(model, r.type, 0)} } }`).join(" ")} }`;
-  const res = await gql(hub.url, doc, {}, operator.headers);
+  const res = await injectGql(hub, doc, {}, operator.headers);
   if (res.body.errors || !res.body.data) throw new Error(`operator read failed: ${JSON.stringify(res.body.errors)}`);
   for (const r of model.rootConnections) universe.set(r.type, res.body.data[r.field].nodes as Row[]);
   operatorCache.clear();
@@ -294,7 +297,7 @@ interface Checker {
 const operatorCache = new Map<string, Promise<Row>>();
 
 async function run(c: Checker, doc: string, variables: Record<string, unknown> = {}): Promise<Row | undefined> {
-  const res = await gql(hub.url, doc, variables, c.who.headers);
+  const res = await injectGql(hub, doc, variables, c.who.headers);
   if (res.status !== 200 || res.body.errors || !res.body.data) {
     c.violations.push(`ERROR as ${c.who.label}: ${res.status} ${JSON.stringify(res.body.errors)} for ${doc.slice(0, 200)}`);
     return undefined;
@@ -306,7 +309,7 @@ async function run(c: Checker, doc: string, variables: Record<string, unknown> =
 function asOperator(doc: string): Promise<Row> {
   let cached = operatorCache.get(doc);
   if (!cached) {
-    cached = gql(hub.url, doc, {}, operator.headers).then((res) => {
+    cached = injectGql(hub, doc, {}, operator.headers).then((res) => {
       if (res.status !== 200 || res.body.errors || !res.body.data) throw new Error(`operator: ${res.status} ${JSON.stringify(res.body.errors)} for ${doc}`);
       return res.body.data;
     });
@@ -531,7 +534,7 @@ t.test("the schema model covers every table the API may read", async (t) => {
   // The operator reads every row: its counts are the database's.
   const byType = new Map(granted.map((r) => [r.type, r]));
   const doc = `{ ${model.rootConnections.map((r) => `${r.field} { totalCount }`).join(" ")} }`;
-  const counts = (await gql(hub.url, doc, {}, operator.headers)).body.data!;
+  const counts = (await injectGql(hub, doc, {}, operator.headers)).body.data!;
   for (const r of model.rootConnections) {
     const table = byType.get(r.type);
     if (!table) continue;
@@ -697,7 +700,7 @@ t.test("credential digests are not queryable", async (t) => {
     ['{ hubSessionByTokenDigest(tokenDigest: "x") { id } }', "hubSessionByTokenDigest"],
     ['{ hubApiKeyByKeyDigest(keyDigest: "x") { id } }', "hubApiKeyByKeyDigest"],
   ] as const) {
-    const res = await gql(hub.url, query, {}, operator.headers);
+    const res = await injectGql(hub, query, {}, operator.headers);
     t.equal(res.body.data ?? undefined, undefined, `${query}: no data`);
     t.match(res.body.errors?.[0]?.message ?? "", new RegExp(field), `${query}: refused at validation, naming ${field}`);
   }

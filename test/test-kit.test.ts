@@ -379,19 +379,26 @@ t.test("a failing start leaves no database behind", async (t) => {
 // ---------------------------------------------------------------------------
 // The shared cluster's life, in child processes on a private cluster directory.
 
+/** Marks the line that carries a child's result. */
+const RESULT = "child result: ";
+
 interface Child {
   code: number | null;
   out: Record<string, unknown>;
   stderr: string;
 }
 
-/** A test process using the kit: runs `body` (ESM, `kit` in scope), prints what it returns as JSON. */
+/**
+ * A test process using the kit: runs `body` (ESM, `kit` in scope), prints
+ * what it returns as JSON on a line of its own after a marker, since the
+ * servers it starts may log to stdout too (a warning at the kit's level).
+ */
 function child(dataDir: string, body: string, env: Record<string, string> = {}): Promise<Child> {
   const source = `
     const kit = await import(${JSON.stringify(path.join(ROOT, "dist/src/exports/test.js"))});
     const dataDir = ${JSON.stringify(dataDir)};
     const out = await (async () => { ${body} })();
-    process.stdout.write(JSON.stringify(out ?? {}));
+    process.stdout.write("\\n" + ${JSON.stringify(RESULT)} + JSON.stringify(out ?? {}) + "\\n");
   `;
   return new Promise((resolve, reject) => {
     const proc = spawn(process.execPath, ["--input-type=module", "-e", source], {
@@ -407,7 +414,8 @@ function child(dataDir: string, body: string, env: Record<string, string> = {}):
     proc.on("close", (code) => {
       let out: Record<string, unknown> = {};
       try {
-        out = JSON.parse(stdout || "{}") as Record<string, unknown>;
+        const line = stdout.split("\n").findLast((l) => l.startsWith(RESULT));
+        out = JSON.parse(line ? line.slice(RESULT.length) : "{}") as Record<string, unknown>;
       } catch {
         out = { raw: stdout };
       }
@@ -469,7 +477,7 @@ t.test("the shared cluster: shared by processes, stopped by its watchdog once id
   const killed = await child(dataDir, `
     const server = await kit.startTestServer({ dataDir });
     const { rows } = await server.dbPool.query("select current_database() as db");
-    process.stdout.write(JSON.stringify(rows[0]));
+    process.stdout.write("\\n" + ${JSON.stringify(RESULT)} + JSON.stringify(rows[0]) + "\\n");
     process.kill(process.pid, "SIGKILL");
   `);
   t.equal(killed.code, null, "killed");

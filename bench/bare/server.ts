@@ -19,10 +19,14 @@
  *   overload  the per-identity admission hook
  *   classes   requests and responses built with the Express app's prototypes
  *   express   the bench's configureApp mounted behind the hub's bridge (implies classes)
+ *   noclasses with express: Node's own request and response classes, Express's app.handle giving each its prototypes
+ *   nativeabort  Node's own AbortController.prototype.abort (src/bin/process-setup.ts replaces it)
+ *   plainexecutor  @dataplan/pg's executor as shipped: its statements are not marked as one-statement calls, so the
+ *             pipelined adaptor sends `commit` after the statement's answer, not in its packet
  *   front     logger, ids, http and stats together, through the hub's own createFastify (adapters/fastify.ts;
  *             the logger as `logger` or `quietlogger` by LOG_LEVEL, as in the hub)
  */
-import "../lib/child-prelude.js";
+import { nativeAbort } from "../lib/child-prelude.js";
 import "../../dist/src/bin/process-setup.js"; // the tuning node dist/server.js applies
 import "../../dist/src/prelude.js";
 import type { AddressInfo } from "node:net";
@@ -43,19 +47,38 @@ import { createIdentityResolver } from "../../dist/src/auth/resolver.js";
 import { createIdentityPoolLimiter, DEFAULT_IDENTITY_LIMITS } from "../../dist/src/db/identity-limit.js";
 import { createServerStats } from "../../dist/src/stats.js";
 
-const KNOWN = ["logger", "quietlogger", "ids", "http", "stats", "auth", "overload", "classes", "express", "front"];
+const KNOWN = ["logger", "quietlogger", "ids", "http", "stats", "auth", "overload", "classes", "express", "noclasses", "nativeabort", "plainexecutor", "front"];
 const features = new Set((process.env.BENCH_BARE_WITH ?? "").split(",").filter(Boolean));
 for (const f of features) if (!KNOWN.includes(f)) throw new Error(`BENCH_BARE_WITH: unknown ${JSON.stringify(f)}; known: ${KNOWN.join(", ")}`);
 const FRONT = ["logger", "ids", "http", "stats"];
 const has = (f: string) => features.has(f) || (features.has("front") && FRONT.includes(f));
 
-const { db, pgl, pools, log, close } = await attachToBenchDatabase();
+if (has("nativeabort")) AbortController.prototype.abort = nativeAbort;
+/** Undoes the hub's routing of @dataplan/pg's executor: the methods it put on each executor hide the prototype's. */
+const PlainExecutorPlugin: GraphileConfig.Plugin = {
+  name: "BenchPlainExecutorPlugin",
+  version: "0.0.0",
+  after: ["HubOneStatementRoutingPlugin"],
+  schema: {
+    hooks: {
+      build(build) {
+        for (const executor of Object.values(build.input.pgRegistry.pgExecutors) as object[]) {
+          delete (executor as { _execute?: unknown })._execute;
+          delete (executor as { executeMutation?: unknown }).executeMutation;
+        }
+        return build;
+      },
+    },
+  },
+};
+const { db, pgl, pools, log, close } = await attachToBenchDatabase(has("plainexecutor") ? { plugins: [PlainExecutorPlugin] } : {});
 const serv = pgl.createServ(grafserv);
 const stats = createServerStats();
 const expressApp = has("classes") || has("express") ? await createExpressApp(benchConfigureApp, pools.superuser) : undefined;
+const messageClasses = has("noclasses") ? undefined : expressApp?.messageClasses;
 let f: FastifyInstance;
 if (features.has("front")) {
-  f = createFastify({ logger: log, stats, bodyLimit: MAX_BODY, requestTimeoutMs: 30_000, messageClasses: expressApp?.messageClasses });
+  f = createFastify({ logger: log, stats, bodyLimit: MAX_BODY, requestTimeoutMs: 30_000, messageClasses });
 } else {
   f = Fastify({
     bodyLimit: MAX_BODY,
@@ -71,7 +94,7 @@ if (features.has("front")) {
       : {}),
     http: {
       ...(has("http") ? { maxHeaderSize: 96 * 1024, connectionsCheckingInterval: 1000, headersTimeout: 30_000 } : {}),
-      ...expressApp?.messageClasses,
+      ...messageClasses,
     },
   }) as unknown as FastifyInstance;
 }

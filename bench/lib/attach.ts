@@ -14,17 +14,18 @@ import { createIdentityResolver } from "../../dist/src/auth/resolver.js";
 import { serverStarted, serverStopped } from "../../dist/src/exports/current-server.js";
 import { demoPreset } from "./demo-preset.js";
 
-export async function attachToBenchDatabase(options: { graphqlPipeline?: boolean } = {}) {
+export async function attachToBenchDatabase(options: { graphqlPipeline?: boolean; plugins?: GraphileConfig.Plugin[] } = {}) {
   const dataDir = process.env.BENCH_DATA_DIR;
   if (!dataDir) throw new Error("BENCH_DATA_DIR is not set");
   const config = { ...readConfig(), dataDir };
   const log = createLogger({ level: config.logLevel, pretty: false });
   const db = await openDatabase(config, log);
-  const pools = await openPools({ databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl }, log, options);
+  const pools = await openPools({ databaseUrl: db.databaseUrl, superuserDatabaseUrl: db.superuserUrl }, log, options.graphqlPipeline === undefined ? {} : { graphqlPipeline: options.graphqlPipeline });
   // A server's state, as a hub makes one once its pools are open: the façades (logger, superuserPool) follow it.
   const server = createServerState({ log, pools, resolver: createIdentityResolver(pools.credentials) });
   serverStarted(server);
-  const pgl = postgraphile(demoPreset(config, pools, log, server));
+  const preset = demoPreset(config, pools, log, server);
+  const pgl = postgraphile(options.plugins?.length ? { extends: [preset], plugins: options.plugins } : preset);
   const { schema } = await pgl.getSchemaResult();
   /** Release the schema, the pools and the attachment (the Postgres keeps running). */
   const close = async () => {

@@ -21,6 +21,9 @@ import { constants, PerformanceObserver, type PerformanceEntry } from "node:perf
 
 process.setSourceMapsEnabled(false);
 
+/** Node's own AbortController.prototype.abort, taken before anything the targets import can replace it (bench/bare/server.ts's `nativeabort`). */
+export const nativeAbort = AbortController.prototype.abort;
+
 /** Time the process spent in garbage-collection pauses so far, µs (V8's own timing, reported by Node). */
 export const gcCounters = { pauseUs: 0, minorUs: 0, minorCount: 0, otherCount: 0 };
 new PerformanceObserver((list) => {

@@ -169,7 +169,7 @@ export function renderReport(input: {
   out.push("# Benchmark: hub vs. the Express architecture");
   out.push("");
   out.push(
-    "**hub**: this package (Fastify 5 → grafserv's Fastify adapter; the Express 5 app of `configureApp` mounted for non-GraphQL routes, its requests built with Express's prototypes; GraphQL transactions with a pipelined prologue, `src/db/pipelined-adaptor.ts`, and for @dataplan/pg's own one-statement calls the commit in the same packet, `src/db/one-statement-executor.ts`) with the demo configuration. " +
+    "**hub**: this package (Fastify 5 → grafserv's Fastify adapter; the Express 5 app of `configureApp` mounted for non-GraphQL routes, its requests built with Express's prototypes; GraphQL transactions with a pipelined prologue, `src/db/pipelined-adaptor.ts`, and for @dataplan/pg's own one-statement calls the commit in the same packet, `adapters/dataplan-pg-executor.ts`) with the demo configuration. " +
       `**baseline**: the original system's architecture, in \`bench/baseline/\` (one Express 5 app: identity middleware → \`configureApp\`'s middleware and routes → ${settings.baselineGraphqlFirst ? "(here: GraphQL mounted *before* them) " : ""}PostGraphile through \`grafserv/express/v4\`), serving the same preset with the same pools (the GraphQL pool not in pipeline mode: @dataplan/pg's stock adaptor), plugins, identity resolver and \`configureApp\`. ` +
       "Both run in their own process on one embedded Postgres, with NODE_ENV=production, GRAPHILE_ENV=production, LOG_LEVEL=warn.",
   );

@@ -122,31 +122,31 @@ export class PoolSaturatedError extends HubError {
 
 export const isPoolSaturated = (error: unknown): boolean => error instanceof PoolSaturatedError;
 
-/** pg-pool's waiting request (private to pg-pool 3.x): it sets timedOut when the connection timeout expires first. */
-type PendingItem = { timedOut?: boolean };
+/** pg-pool's error for a request that waited in its queue for connectionTimeoutMillis (test/error-class.test.ts pins it). */
+const QUEUE_TIMEOUT = "timeout exceeded when trying to connect";
 type Callback = (error: Error | undefined, client?: pg.PoolClient, done?: (release?: unknown) => void) => void;
 
 /**
  * Make `pool.connect()` (and so `pool.query()`, which goes through it) reject
  * with a PoolSaturatedError where pg-pool gave up waiting for a free
- * connection. The request is recognised as the one pg-pool queued (the item it
- * appended to its queue) and marked as timed out; with a pg-pool that queues
- * differently, saturation would be reported as an ordinary connection error.
+ * connection: the request was queued (the pool's public `waitingCount` grew
+ * when it was made) and failed with pg-pool's queue timeout. Should a later
+ * pg-pool word that error differently, saturation would be reported as an
+ * ordinary connection error.
  */
 export function codePoolSaturation(pool: pg.Pool, name: string): pg.Pool {
   const connect = pool.connect.bind(pool) as (cb: Callback) => void;
-  const queue = (pool as unknown as { _pendingQueue?: PendingItem[] })._pendingQueue;
-  const waitedMs = (pool as unknown as { options: { connectionTimeoutMillis?: number } }).options.connectionTimeoutMillis ?? 0;
+  const waitedMs = pool.options.connectionTimeoutMillis ?? 0;
   function coded(cb?: Callback): Promise<pg.PoolClient> | undefined {
     let settle!: Callback;
     const promise = cb ? undefined : new Promise<pg.PoolClient>((resolve, reject) => (settle = (error, client) => (error ? reject(error) : resolve(client!))));
-    const before = queue?.length ?? 0;
-    let queued: PendingItem | undefined;
+    const before = pool.waitingCount;
+    let queued = false;
     connect((error, client, done) => {
-      const why = error && queued?.timedOut ? new PoolSaturatedError(name, waitedMs, error) : error;
+      const why = error && queued && error.message === QUEUE_TIMEOUT ? new PoolSaturatedError(name, waitedMs, error) : error;
       (cb ?? settle)(why, client, done);
     });
-    if (queue && queue.length > before) queued = queue[queue.length - 1];
+    queued = pool.waitingCount > before;
     return promise;
   }
   (pool as unknown as { connect: typeof coded }).connect = coded;

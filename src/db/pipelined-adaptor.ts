@@ -22,7 +22,7 @@ import { isOneStatement } from "./one-statement-executor.js";
  * and the first goes out in one packet.
  *
  * When the callback is known to send exactly one statement (the statements
- * @dataplan/pg builds itself: src/db/one-statement-executor.ts marks their
+ * @dataplan/pg builds itself: adapters/dataplan-pg-executor.ts marks their
  * callbacks), `commit` goes in that same packet too:
  * one round trip. The commit's answer is still awaited before the result is
  * returned, so a statement is never reported done that did not commit.
@@ -208,7 +208,7 @@ function inTransaction(client: pg.PoolClient, already: boolean): WithPgClient {
 /**
  * makePgService with the pipelined withPgClient for the pool (see above) and
  * the stock one for the superuser pool. The pool must be in pipeline mode; the
- * preset adds OneStatementRoutingPlugin (src/db/one-statement-executor.ts) with it.
+ * preset adds OneStatementRoutingPlugin (adapters/dataplan-pg-executor.ts) with it.
  */
 export function makePipelinedPgService(options: Parameters<typeof makePgService>[0] & { pool: pg.Pool }): ReturnType<typeof makePgService> {
   const service = makePgService(options);

@@ -15,7 +15,8 @@ import { ErrorRequestIdPlugin } from "./request-id.js";
 import { CommittedMoneyPlugin } from "./committed.js";
 import { HubGameResultTypesPlugin } from "../fair/game-result-types.js";
 import type { LiveNotifications } from "../live/notifications.js";
-import { OneStatementRoutingPlugin } from "../db/one-statement-executor.js";
+import { OneStatementRoutingPlugin } from "../../adapters/dataplan-pg-executor.js";
+import { SubscriptionOverHttpPlugin } from "./subscription-over-http.js";
 import { HUB_SERVER, type ServerState } from "../server-state.js";
 import { createServerState } from "../create-server-state.js";
 import { createIdentityResolver } from "../auth/resolver.js";
@@ -107,6 +108,8 @@ export function makePreset(input: PresetInput): GraphileConfig.Preset {
           : { operator: { firstRules: queryLimitRules({ ...input.limits, introspection: true }), is: (ctx) => requestInfo(ctx).identity?.kind === "operator" } }),
       }),
       ClientInputPlugin,
+      // Subscriptions are served over WebSocket when there are live updates; over HTTP they get an error naming it.
+      ...(input.pubsub != null ? [SubscriptionOverHttpPlugin] : []),
       // Whatever the plugin list: any game plugin may answer with these types.
       HubGameResultTypesPlugin,
       ...input.plugins,

@@ -71,6 +71,23 @@ export async function until(test: () => boolean, timeoutMs: number, what: () => 
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * Resolves once the subscription is live, that is once it announced one of the changes `probe` makes:
+ * graphql-ws acknowledges no subscribe, and a change committed before the server registered it is never
+ * announced, so the probe is repeated (each given 5 s for its alert) until one is, for up to 30 s.
+ * Resolves to the number of events by then: what comes later is what the test made.
+ */
+export async function live(f: Feed, probe: () => Promise<unknown>, what: string): Promise<number> {
+  const before = f.events.length;
+  const by = Date.now() + 30_000;
+  while (f.events.length === before) {
+    if (Date.now() > by) throw new Error(`${what}: no alert within 30 s of changes it announces (errors ${JSON.stringify(f.errors)})`);
+    await probe();
+    await until(() => f.events.length > before, 5000, () => "").catch(() => undefined);
+  }
+  return f.events.length;
+}
+
 /** Resolves once the graphql-ws client is connected and acknowledged. */
 export function connected(client: Client): Promise<void> {
   return new Promise((resolve, reject) => {
