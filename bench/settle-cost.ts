@@ -5,7 +5,11 @@
  * the CPU of the test kit's Postgres (bench/lib/pg-cpu.ts) and this process's
  * CPU, each per bet: run it on an otherwise idle machine.
  *
- *   npm run build && node --import tsx bench/settle-cost.ts [--bets 12800] [--sql FILE]
+ *   npm run build && node --import tsx bench/settle-cost.ts [--bets 12800] [--alone] [--sql FILE]
+ *
+ * --alone settles every bet in its own statement (no settle groups), as a
+ * bet settles without company: the cost of hub_hidden.settle_outcome_bet(_once)
+ * rather than of the grouped settle_outcome_bets.
  *
  * --watch opens one operator socket subscribed to hubBetAlert of every player
  * first, and waits until it has received every bet's alert: the cost of live
@@ -28,7 +32,7 @@ import { postgresCpuSampler } from "./lib/pg-cpu.js";
 import { createClient } from "graphql-ws";
 import WebSocket from "ws";
 
-const USAGE = "Usage: npm run build && node --import tsx bench/settle-cost.ts [--bets 12800] [--watch] [--sql FILE]\n";
+const USAGE = "Usage: npm run build && node --import tsx bench/settle-cost.ts [--bets 12800] [--alone] [--watch] [--sql FILE]\n";
 const PLAYERS = 32;
 const CASINOS = 2;
 const OUTCOMES = [
@@ -37,7 +41,7 @@ const OUTCOMES = [
   { weight: 7, profit: -1 },
 ];
 
-const { values } = benchArgs(USAGE, { options: { bets: { type: "string", default: "12800" }, watch: { type: "boolean" }, sql: { type: "string" } } });
+const { values } = benchArgs(USAGE, { options: { bets: { type: "string", default: "12800" }, alone: { type: "boolean" }, watch: { type: "boolean" }, sql: { type: "string" } } });
 const bets = positiveOption(USAGE, "bets", values.bets);
 if (bets % PLAYERS !== 0) {
   process.stderr.write(`--bets must be a multiple of ${PLAYERS}, received ${bets}\n\n${USAGE}`);
@@ -71,7 +75,7 @@ try {
     }),
   );
   const watcher = values.watch ? await watchBets(hub) : undefined;
-  const settleGroups = createSettleGroups();
+  const settleGroups = values.alone ? undefined : createSettleGroups();
   // The shared cluster runs by now (the server above started or joined it).
   const postgresCpuUs = postgresCpuSampler(defaultClusterDir());
   const pg0 = postgresCpuUs();
@@ -93,7 +97,7 @@ try {
   const load = fs.readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
   process.stdout.write(
     `${bets} bets in ${(ms / 1000).toFixed(1)} s (${((bets / ms) * 1000).toFixed(0)} bets/s); Postgres CPU ${(pgMs / bets).toFixed(3)} ms a bet; ` +
-      `this process ${((cpu.user + cpu.system) / 1000 / bets).toFixed(3)} ms a bet; load ${load}${values.watch ? "; watched" : ""}${values.sql ? `; with ${values.sql}` : ""}\n`,
+      `this process ${((cpu.user + cpu.system) / 1000 / bets).toFixed(3)} ms a bet; load ${load}${values.alone ? "; alone" : ""}${values.watch ? "; watched" : ""}${values.sql ? `; with ${values.sql}` : ""}\n`,
   );
   watcher?.close();
 } finally {

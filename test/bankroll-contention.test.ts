@@ -16,7 +16,7 @@ import {
 import { dbSettleBet, withPgPoolTransaction } from "@hubpkg/hub/db";
 import pg from "pg";
 import { pino } from "pino";
-import { createSettleGroups } from "../dist/src/fair/settle-group.js";
+import { createSettleGroups, type OutcomeSettlement } from "../dist/src/fair/settle-group.js";
 // Internal: a server's folds, made here on pools of the test's own so their log can be read.
 import { attachBankrollFolds, createBankrollFolds, foldBankroll } from "../dist/src/money/fold.js";
 
@@ -232,17 +232,19 @@ t.test("a group whose statement fails settles its bets one by one: the failure r
   await createHouseBankroll(hub.dbPool, { casinoId, currencyKey: CURRENCY, amount: 1_000_000 });
   const crowd = await players(6, CURRENCY, 1000);
   const groups = createSettleGroups();
-  // The arguments of hub_hidden.settle_outcome_bet for a losing bet of 10 on the chain's next hash.
-  const argsOf = async (p: P, metadata: string | null) => {
+  // A losing bet of 10 on the chain's next hash.
+  const betOf = async (p: P, metadata: unknown): Promise<OutcomeSettlement> => {
     const { rows } = await hub.dbPool.query<{ current_iteration: number }>("select current_iteration from hub.hash_chain where id = $1", [p.chainId]);
-    return [
-      p.userId, casinoId, experienceId, CURRENCY, null, 10, 0, 20, 0.5, "test", "grouped bet",
-      p.chainId, rows[0]!.current_iteration - 1, Buffer.alloc(32, 7), "seed", "GENERAL", -1, 1, [1, 1], [1, -1], metadata,
-    ];
+    return {
+      userId: p.userId, casinoId, experienceId, currencyKey: CURRENCY, betId: null, wager: 10, payout: 0, maxPayout: 20, expectedValue: 0.5, actor: "test", reason: "grouped bet",
+      hashChainId: p.chainId, iteration: rows[0]!.current_iteration - 1, digest: Buffer.alloc(32, 7), clientSeed: "seed", kind: "GENERAL", profit: -1, outcomeIdx: 1,
+      weights: [1, 1], profits: [1, -1], metadata, idempotency: null,
+    };
   };
-  const args = await Promise.all(crowd.map((p, i) => argsOf(p, i === 3 ? "{not json" : null)));
+  // JSON can carry a NUL character, Postgres's jsonb cannot.
+  const args = await Promise.all(crowd.map((p, i) => betOf(p, i === 3 ? { note: "\u0000" } : null)));
   const settled = await Promise.allSettled(args.map((a) => groups.settle(hub.dbPool, `${casinoId} ${CURRENCY}`, a)));
-  t.match(settled[3], { status: "rejected", reason: { code: "22P02" } }, "the bet with malformed metadata fails with Postgres's own error");
+  t.match(settled[3], { status: "rejected", reason: { code: "22P05" } }, "the bet whose metadata jsonb cannot hold fails with Postgres's own error");
   const others = settled.filter((_, i) => i !== 3);
   t.ok(others.every((r) => r.status === "fulfilled" && r.value.status === "settled"), "every other bet of the group settled");
   const { rows } = await hub.dbPool.query<{ n: number }>("select count(*)::int as n from hub.outcome_bet where casino_id = $1 and currency_key = $2", [casinoId, CURRENCY]);

@@ -29,6 +29,14 @@ import { readMigrationFolder, type Migration } from "./migration-files.js";
  *   lock_casino_balances, which lock a set of balances in that order in one
  *   statement, for the transactions that touch several (a page of deposits or
  *   take requests); groups of outcome bets already did (settle_outcome_bets).
+ *
+ * 0031-typed-settlement: hubMakeOutcomeBet's settlement functions
+ *   (settle_outcome_bet(s) and their *_once forms) take each bet as one named
+ *   row, the composite type hub_hidden.outcome_settlement, instead of 21 (25)
+ *   positional arguments or positional JSON arrays; the server sends named
+ *   JSON objects, read by outcome_settlement_of / outcome_settlements_of. The
+ *   positional functions are dropped; what each function locks, checks,
+ *   writes and returns is written beside it.
  */
 export const BASELINE_MIGRATION = "0029-baseline";
 

@@ -15,9 +15,9 @@ import { outcomeIndexOf } from "./hash.js";
 import { riskLimitsOf, validateRisk, type RiskLimits, type RiskPolicy } from "./risk.js";
 import { MAX_AMOUNT, exactNet } from "../money/exact.js";
 import type { ChainQueue } from "./chain-queue.js";
-import { settleOne, type SettleGroups, type SettleOutcomeArgs, type SettleRow } from "./settle-group.js";
+import { settleOne, type OutcomeSettlement, type SettleGroups, type SettleRow } from "./settle-group.js";
 import { readBetState, type BetState, type BetStateKey } from "./bet-state.js";
-import { betMetadataJson, settleBetArgs, settleRefusalError, type SettleBetInput, type SettleRefusal } from "../money/settle.js";
+import { betMetadataJson, settleRefusalError, type SettleBetInput, type SettleRefusal } from "../money/settle.js";
 import { checkIdempotencyKey, playerKeyScope, readIdempotentReplay, requestFingerprint, idempotencyKeyReused } from "../money/idempotency.js";
 import { noteCommitted, outcomeUnknownMessage } from "../money/committed.js";
 import { lostInFlight } from "../db/error-class.js";
@@ -154,7 +154,7 @@ type Queryable = Pick<pg.ClientBase, "query">;
 /** With settle groups, a try's state read and its settlement share round trips with other bets'; else each is its own query on the try's connection. */
 interface Grouped {
   read: (key: BetStateKey) => Promise<BetState | undefined>;
-  settle: (args: SettleOutcomeArgs) => Promise<SettleRow>;
+  settle: (bet: OutcomeSettlement) => Promise<SettleRow>;
 }
 
 const badChain = (hashChainId: string, why: string): MakeOutcomeBetResult => ({
@@ -187,9 +187,8 @@ async function tryOutcomeBet(
   if (!state) throw refuse(ErrorCode.UNKNOWN_CURRENCY, `unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`);
   if (state.current_iteration === null || state.max_iteration === null) return badChain(hashChainId, "is not an active chain of this player in this casino and experience");
   if (state.current_iteration <= 1) return badChain(hashChainId, `is exhausted (all its ${state.max_iteration - 1} hashes are used)`);
-  const settleInput: SettleBetInput = {
-    ...player, currencyKey: currency, kind: input.kind, wager, payout: 0, maxPayout: wager + Math.max(0, plan.maxNet), expectedValue: plan.expectedValue, field: "hubMakeOutcomeBet",
-  };
+  const maxPayout = wager + Math.max(0, plan.maxNet);
+  const settleInput: SettleBetInput = { ...player, currencyKey: currency, kind: input.kind, wager, payout: 0, maxPayout, expectedValue: plan.expectedValue, field: "hubMakeOutcomeBet" };
   if (state.balance === null) throw settleRefusalError("no-balance", settleInput, null);
   if (state.bankroll === null) throw settleRefusalError("no-bankroll", settleInput, null);
   if (state.balance < wager) throw settleRefusalError("insufficient-funds", settleInput, state.balance);
@@ -205,17 +204,17 @@ async function tryOutcomeBet(
   if (derived.type === "error") throw new Error(`hubMakeOutcomeBet: cannot derive hash ${iteration} of chain ${hashChainId}: ${derived.reason}`);
   const outcomeIdx = outcomeIndexOf({ serverHash: derived.hash, clientSeed, weights: outcomes.map((o) => o.weight) });
   const net = plan.nets[outcomeIdx]!;
-  const args: SettleOutcomeArgs = [
-    ...settleBetArgs({ ...settleInput, payout: wager + net, actor: "hub:hubMakeOutcomeBet", reason: `outcome bet ${input.kind}` }, null),
-    hashChainId, iteration, Buffer.from(derived.hash), clientSeed,
-    input.kind, outcomes[outcomeIdx]!.profit, outcomeIdx,
-    config.saveOutcomes ? outcomes.map((o) => o.weight) : [], config.saveOutcomes ? outcomes.map((o) => o.profit) : [],
-    plan.metadataJson,
-    // The key's claim and the answer stored with it (settle_outcome_bet_once adds the bet's id and balance).
-    plan.idempotency ? playerKeyScope(player.userId) : null, plan.idempotency?.key ?? null, plan.idempotency?.fingerprint ?? null,
-    { outcomeIdx, net },
-  ];
-  const written = await (grouped ? grouped.settle(args) : settleOne(db, args));
+  const bet: OutcomeSettlement = {
+    ...player, currencyKey: currency, betId: null,
+    wager, payout: wager + net, maxPayout, expectedValue: plan.expectedValue,
+    actor: "hub:hubMakeOutcomeBet", reason: `outcome bet ${input.kind}`,
+    hashChainId, iteration, digest: derived.hash, clientSeed,
+    kind: input.kind, profit: outcomes[outcomeIdx]!.profit, outcomeIdx,
+    weights: config.saveOutcomes ? outcomes.map((o) => o.weight) : [], profits: config.saveOutcomes ? outcomes.map((o) => o.profit) : [],
+    metadata: input.metadata ?? null,
+    idempotency: plan.idempotency ? { scope: playerKeyScope(player.userId), ...plan.idempotency, answer: { outcomeIdx, net } } : null,
+  };
+  const written = await (grouped ? grouped.settle(bet) : settleOne(db, bet));
   const status = written.status as "settled" | "chain-moved" | "replayed" | "key-reused" | SettleRefusal;
   const { balance, bet_id: betId } = written;
   if (status === "chain-moved") return status;
@@ -273,7 +272,7 @@ export async function makeOutcomeBet(
   // A group serves bets of many players: on the real pool, not this player's bounded view of it.
   const grouped: Grouped | undefined = settleGroups && {
     read: (key) => settleGroups.readState(unboundedPool(pool), key),
-    settle: (args) => settleGroups.settle(unboundedPool(pool), groupKey, args),
+    settle: (bet) => settleGroups.settle(unboundedPool(pool), groupKey, bet),
   };
   const play = async () => {
     // A retry of a committed bet answers it before any hash is read or drawn.

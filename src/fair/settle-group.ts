@@ -29,12 +29,51 @@ export interface SettleRow {
   bet_id: string | null;
 }
 
-/** The arguments of hub_hidden.settle_outcome_bet_once, in its order (25 values: settle_outcome_bet's 21, the key's scope, key and fingerprint, the answer to store). */
-export type SettleOutcomeArgs = unknown[];
+/**
+ * One outcome bet to settle: hub_hidden.outcome_settlement (core migration
+ * 0031-typed-settlement) in TypeScript, built by tryOutcomeBet
+ * (src/fair/outcome-bet.ts) and sent as one JSON object by settlementRow.
+ */
+export interface OutcomeSettlement {
+  userId: string;
+  casinoId: string;
+  experienceId: string;
+  /** The currency of the player's balance and of the house bankroll the bet settles against. */
+  currencyKey: string;
+  /** The bet's id, or null for a new one. */
+  betId: string | null;
+  /** Whole base units: the balance pays the wager and receives the payout. */
+  wager: number;
+  payout: number;
+  /** The bet's largest payout, which the bankroll's free cover must hold. */
+  maxPayout: number;
+  /** The house's expected gain (the bankroll's statistic). */
+  expectedValue: number;
+  /** The ledger rows' tags. */
+  actor: string;
+  reason: string;
+  /** The chain and the hash the outcome was drawn from: still its next one, or the bet is "chain-moved". */
+  hashChainId: string;
+  iteration: number;
+  /** That hash, revealed with the bet, and the client's seed. */
+  digest: Uint8Array;
+  clientSeed: string;
+  kind: string;
+  /** The drawn outcome's profit and index. */
+  profit: number;
+  outcomeIdx: number;
+  /** Every outcome, stored with the bet; empty arrays store none. */
+  weights: number[];
+  profits: number[];
+  /** The client's metadata: a JSON value (checked by betMetadataJson), or null. */
+  metadata: unknown;
+  /** The client's idempotency key, the fingerprint of the rest of its input, and the answer the key stores (the bet's id and balance added). */
+  idempotency: { scope: string; key: string; fingerprint: string; answer: { outcomeIdx: number; net: number } } | null;
+}
 
 export interface SettleGroups {
   /** Settle one bet, grouped with others of the same casino and currency. */
-  settle(pool: pg.Pool, groupKey: string, args: SettleOutcomeArgs): Promise<SettleRow>;
+  settle(pool: pg.Pool, groupKey: string, bet: OutcomeSettlement): Promise<SettleRow>;
   /** Read one bet's state, in one query with the other bets' reads waiting at the time. */
   readState: BetStateReads;
 }
@@ -42,28 +81,40 @@ export interface SettleGroups {
 /** The most bets one statement settles: bounds a statement's time and its locks. */
 export const MAX_GROUP = 64;
 
-const SINGLE = "select status, balance, bet_id from hub_hidden.settle_outcome_bet($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)";
-const SINGLE_ONCE =
-  "select status, balance, bet_id from hub_hidden.settle_outcome_bet_once($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)";
-/** Where the key sits in a bet's arguments: a bet without one settles through the statements of before keys existed. */
-const KEY = 22;
-const keyed = (args: SettleOutcomeArgs) => args[KEY] != null;
+/** The one serialisation of a bet: hub_hidden.outcome_settlement's fields by name, as outcome_settlement_of reads them. */
+function settlementRow(bet: OutcomeSettlement): Record<string, unknown> {
+  const key = bet.idempotency;
+  return {
+    user_id: bet.userId, casino_id: bet.casinoId, experience_id: bet.experienceId, currency_key: bet.currencyKey,
+    bet_id: bet.betId, wager: bet.wager, payout: bet.payout, max_payout: bet.maxPayout, expected_value: bet.expectedValue,
+    actor: bet.actor, reason: bet.reason,
+    hash_chain_id: bet.hashChainId, iteration: bet.iteration, digest: `\\x${Buffer.from(bet.digest).toString("hex")}`, client_seed: bet.clientSeed,
+    kind: bet.kind, profit: bet.profit, outcome_idx: bet.outcomeIdx, weights: bet.weights, profits: bet.profits, metadata: bet.metadata ?? null,
+    idempotency_scope: key?.scope ?? null, idempotency_key: key?.key ?? null, fingerprint: key?.fingerprint ?? null, answer: key?.answer ?? null,
+  };
+}
+
+const SINGLE = "select status, balance, bet_id from hub_hidden.settle_outcome_bet(hub_hidden.outcome_settlement_of($1::jsonb))";
+const SINGLE_ONCE = "select status, balance, bet_id from hub_hidden.settle_outcome_bet_once(hub_hidden.outcome_settlement_of($1::jsonb))";
+const GROUP = "select n, status, balance, bet_id from hub_hidden.settle_outcome_bets(hub_hidden.outcome_settlements_of($1::jsonb))";
+const GROUP_ONCE = "select n, status, balance, bet_id from hub_hidden.settle_outcome_bets_once(hub_hidden.outcome_settlements_of($1::jsonb))";
+
+/** A bet without a key settles through the functions that take none (one call less). */
+const keyed = (bet: OutcomeSettlement) => bet.idempotency !== null;
 
 /** One bet alone: the statement hubMakeOutcomeBet always used. */
-export async function settleOne(db: Pick<pg.ClientBase, "query">, args: SettleOutcomeArgs): Promise<SettleRow> {
-  if (!keyed(args)) return (await db.query<SettleRow>({ name: "hub-outcome-bet-settle", text: SINGLE, values: args.slice(0, 21) })).rows[0]!;
-  const values = args.map((v, i) => (i === args.length - 1 ? JSON.stringify(v) : v));
-  const { rows } = await db.query<SettleRow>({ name: "hub-outcome-bet-settle-once", text: SINGLE_ONCE, values });
+export async function settleOne(db: Pick<pg.ClientBase, "query">, bet: OutcomeSettlement): Promise<SettleRow> {
+  const once = keyed(bet);
+  const { rows } = await db.query<SettleRow>({
+    name: once ? "hub-outcome-bet-settle-once" : "hub-outcome-bet-settle",
+    text: once ? SINGLE_ONCE : SINGLE,
+    values: [JSON.stringify(settlementRow(bet))],
+  });
   return rows[0]!;
 }
 
-/** A bet's arguments as the JSON element settle_outcome_bets reads (the digest as hex). */
-function jsonArgs(args: SettleOutcomeArgs): unknown[] {
-  return args.map((v) => (Buffer.isBuffer(v) ? v.toString("hex") : v));
-}
-
 interface Waiting {
-  args: SettleOutcomeArgs;
+  bet: OutcomeSettlement;
   resolve: (row: SettleRow) => void;
   reject: (error: unknown) => void;
 }
@@ -71,16 +122,16 @@ interface Waiting {
 async function settleGroup(pool: pg.Pool, group: Waiting[]): Promise<void> {
   if (group.length === 1) {
     const [w] = group;
-    await settleOne(pool, w!.args).then(w!.resolve, w!.reject);
+    await settleOne(pool, w!.bet).then(w!.resolve, w!.reject);
     return;
   }
   let rows: (SettleRow & { n: number })[];
   try {
-    const once = group.some((w) => keyed(w.args));
+    const once = group.some((w) => keyed(w.bet));
     ({ rows } = await pool.query<SettleRow & { n: number }>({
       name: once ? "hub-outcome-bets-settle-once" : "hub-outcome-bets-settle",
-      text: `select n, status, balance, bet_id from hub_hidden.settle_outcome_bets${once ? "_once" : ""}($1::jsonb)`,
-      values: [JSON.stringify(group.map((w) => jsonArgs(once ? w.args : w.args.slice(0, 21))))],
+      text: once ? GROUP_ONCE : GROUP,
+      values: [JSON.stringify(group.map((w) => settlementRow(w.bet)))],
     }));
   } catch (error) {
     // A lost connection may have lost the answer of a commit: settling each bet again would bet twice
@@ -90,7 +141,7 @@ async function settleGroup(pool: pg.Pool, group: Waiting[]): Promise<void> {
       return;
     }
     // Rolled back whole: each bet alone, so the failure reaches only its own bet.
-    await Promise.all(group.map((w) => settleOne(pool, w.args).then(w.resolve, w.reject)));
+    await Promise.all(group.map((w) => settleOne(pool, w.bet).then(w.resolve, w.reject)));
     return;
   }
   for (const [i, w] of group.entries()) {
@@ -115,14 +166,14 @@ export function createSettleGroups(maxGroup = MAX_GROUP): SettleGroups {
   }
   return {
     readState: createBetStateReads(),
-    settle(pool, groupKey, args) {
+    settle(pool, groupKey, bet) {
       return new Promise<SettleRow>((resolve, reject) => {
         const queue = queues.get(groupKey);
         if (queue) {
-          queue.push({ args, resolve, reject });
+          queue.push({ bet, resolve, reject });
           return;
         }
-        const fresh: Waiting[] = [{ args, resolve, reject }];
+        const fresh: Waiting[] = [{ bet, resolve, reject }];
         queues.set(groupKey, fresh);
         void drain(pool, groupKey, fresh);
       });
