@@ -99,14 +99,18 @@ t.test("a group answers each bet at its index, a moved chain's included", async 
   await t.rejects(hub.dbPool.query("select * from hub_hidden.settle_outcome_bets(hub_hidden.outcome_settlements_of('{}'::jsonb))"), { code: "P0001", message: /JSON array/ });
 });
 
-t.test("the positional functions are gone", async (t) => {
+t.test("the typed functions, and the positional ones kept for the previous version's instances during a rolling restart", async (t) => {
   const { rows } = await hub.dbPool.query<{ signature: string }>(
     "select p.oid::regprocedure::text as signature from pg_proc p where p.pronamespace = 'hub_hidden'::regnamespace and p.proname like 'settle_outcome_bet%' order by 1",
   );
   t.same(rows.map((r) => r.signature), [
     "hub_hidden.settle_outcome_bet(hub_hidden.outcome_settlement)",
+    "hub_hidden.settle_outcome_bet(uuid,uuid,uuid,text,uuid,double precision,double precision,double precision,double precision,text,text,uuid,integer,bytea,text,text,double precision,integer,double precision[],double precision[],jsonb)",
     "hub_hidden.settle_outcome_bet_once(hub_hidden.outcome_settlement)",
+    "hub_hidden.settle_outcome_bet_once(uuid,uuid,uuid,text,uuid,double precision,double precision,double precision,double precision,text,text,uuid,integer,bytea,text,text,double precision,integer,double precision[],double precision[],jsonb,text,text,text,jsonb)",
     "hub_hidden.settle_outcome_bets(hub_hidden.outcome_settlement[])",
+    "hub_hidden.settle_outcome_bets(jsonb)",
     "hub_hidden.settle_outcome_bets_once(hub_hidden.outcome_settlement[])",
+    "hub_hidden.settle_outcome_bets_once(jsonb)",
   ]);
 });

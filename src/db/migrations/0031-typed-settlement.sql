@@ -12,10 +12,14 @@
  * on the row.
  */
 
-drop function hub_hidden.settle_outcome_bets_once(jsonb);
-drop function hub_hidden.settle_outcome_bet_once(uuid, uuid, uuid, text, uuid, float8, float8, float8, float8, text, text, uuid, integer, bytea, text, text, float8, integer, float8[], float8[], jsonb, text, text, text, jsonb);
-drop function hub_hidden.settle_outcome_bets(jsonb);
-drop function hub_hidden.settle_outcome_bet(uuid, uuid, uuid, text, uuid, float8, float8, float8, float8, text, text, uuid, integer, bytea, text, text, float8, integer, float8[], float8[], jsonb);
+/*
+ * The positional functions of the baseline (settle_outcome_bet with 21
+ * arguments, settle_outcome_bet_once with 25, settle_outcome_bets(jsonb),
+ * settle_outcome_bets_once(jsonb)) stay for one release: during a rolling
+ * restart the instances of the previous version still call them on the
+ * database the first new instance migrated. Nothing of this version calls
+ * them; a later migration drops them.
+ */
 
 /*
  * One outcome bet as hubMakeOutcomeBet drew it (src/fair/settle-group.ts,
