@@ -19,7 +19,13 @@
  */
 import { spawn } from "node:child_process";
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
+
+// Node (22.1 and later) keeps the bytecode of the modules it compiles here and
+// reuses it: every test process and every server a test spawns loads the same
+// large dependency tree (PostGraphile, grafast, Fastify, pg). Node 20 ignores it.
+process.env.NODE_COMPILE_CACHE ??= path.join(os.tmpdir(), `hub-test-compile-cache-${process.getuid?.() ?? "user"}`);
 
 /** The slowest files of the tap run started at `since`, from the results tap keeps in .tap/test-results. */
 function slowestFiles(count, since) {
