@@ -10,7 +10,7 @@ import { execFileSync, spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { readPostmasterPid, stopPostmasterOf } from "./external-postgres.js";
+import { isAlive, readPostmasterPid, stopPostmasterOf } from "./external-postgres.js";
 import { until } from "./ws.js";
 import { ROOT } from "./process.js";
 import { freePort } from "./ports.js";
@@ -57,8 +57,26 @@ export async function startOwnCluster(t: { teardown(fn: () => unknown): void }, 
     stdio: ["ignore", log, log],
     ...(account ?? {}),
   });
-  t.teardown(() => stopPostmasterOf(clusterDir));
+  t.teardown(() => stopGently(clusterDir));
   await until(() => readPostmasterPid(clusterDir)?.status === "ready" || child.exitCode !== null, 30_000, () => "the test's Postgres did not start");
   if (child.exitCode !== null) throw new Error(`the test's Postgres exited: ${fs.readFileSync(path.join(dir, "postgres.log"), "utf8")}`);
   return { url: (database) => `postgres://postgres:${password}@127.0.0.1:${port}/${database}` };
+}
+
+/**
+ * Postgres's smart shutdown first: it waits for the sessions still open, so a
+ * client the test's pools (or a hub's) are ending when the test ends closes
+ * its socket instead of receiving "terminating connection due to
+ * administrator command", which node-postgres throws as an uncaught error
+ * once its pool has let go of it. A session still open after 5 s gets the
+ * fast shutdown.
+ */
+async function stopGently(clusterDir: string): Promise<void> {
+  const pid = readPostmasterPid(clusterDir)?.pid;
+  if (pid && isAlive(pid)) {
+    process.kill(pid, "SIGTERM");
+    const deadline = Date.now() + 5000;
+    while (isAlive(pid) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  await stopPostmasterOf(clusterDir);
 }
