@@ -19,6 +19,7 @@ import { CoinflipBetPlugin, TowerPlugin, referenceMigrationsPath } from "@hubpkg
 import { gql } from "./helpers/http.js";
 import { startSimCasino, type SimCasino } from "./helpers/sim-casino.js";
 import { addSimCasino, FAST_TRANSFERS, ok, reconcile, sleep, waitFor } from "./helpers/transfers.js";
+import { rng } from "./helpers/rng.js";
 
 const PLAYERS = 14;
 const OPERATIONS = Number(process.env.DEADLOCK_OPERATIONS ?? 3000);
@@ -67,18 +68,6 @@ t.teardown(async () => {
   await server?.stop();
   await casino?.close();
 });
-
-/** mulberry32: a seeded mix, so a failing run can be replayed (DEADLOCK_SEED). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 async function pushDeposit(uname: string, amount: number): Promise<void> {
   casino.fund(uname, "BTC", amount);

@@ -8,6 +8,7 @@ import { CoinflipBetPlugin, referenceMigrationsPath } from "@hubpkg/hub/plugins"
 import { gql } from "./helpers/http.js";
 import { makeOperator, makePlayer, type Player } from "./helpers/credentials.js";
 import { tmpDir } from "./helpers/tmp.js";
+import { rng } from "./helpers/rng.js";
 
 /*
  * Money under concurrency: 4 players × 100 requests, all sent at once, on one
@@ -97,18 +98,6 @@ t.teardown(async () => {
   await db?.end();
   await hub?.stop();
 });
-
-/** mulberry32: a small seeded generator, so a failing mix can be replayed (MONEY_SEED). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function workload(seed: number): Op[] {
   const random = rng(seed);
