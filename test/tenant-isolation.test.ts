@@ -488,6 +488,22 @@ async function checkIdentity(who: Who, opts: { relations: boolean } = { relation
   return c;
 }
 
+/** The checks begun, by identity: a test awaits the one an earlier test began beside its own. */
+const checks = new Map<string, Promise<Checker>>();
+function checkOnce(who: Who, opts?: { relations: boolean }): Promise<Checker> {
+  let check = checks.get(who.label);
+  if (!check) {
+    check = checkIdentity(who, opts);
+    check.catch(() => undefined); // awaited by its own test, which fails with it
+    checks.set(who.label, check);
+  }
+  return check;
+}
+
+const A = playerKey("iso-c1", "alice", "exp-1");
+/** A's mirror image (the other casino, user and experience): the one other player whose relations are walked too. */
+const MIRROR = playerKey("iso-c2", "bob", "exp-2");
+
 /** No operator answer to compare with (hubCurrentX is null for an operator): every row must pass the oracle. */
 function checkTreeAgainstOracle(c: Checker, type: string, row: Row, path: string) {
   c.rowsCompared++;
@@ -564,7 +580,12 @@ t.test("the seed gives every table rows player A may see and rows A may not", as
 });
 
 t.test("player A (casino 1 / experience 1) reads only its own rows through every query", async (t) => {
-  const c = await checkIdentity(playerWho(playerKey("iso-c1", "alice", "exp-1")));
+  // The mirror image and the operator walk the same relation queries: begun beside A's walk, each
+  // query text is parsed and planned once for both players (and once for the operator) while the
+  // server's document cache (16 MiB, least recently used out) still holds it, not once per identity.
+  void checkOnce(playerWho(MIRROR));
+  void checkOnce(operator);
+  const c = await checkOnce(playerWho(A));
   report(t, c);
   // Spelled out: nothing of bob, of experience 2 or of casino 2.
   const others = [...players.entries()].filter(([k]) => k !== playerKey("iso-c1", "alice", "exp-1"));
@@ -584,15 +605,14 @@ t.test("every other player: the same matrix", async (t) => {
   // The relation walk again for the mirror image of A (the other casino, user
   // and experience); for the six others, every root, lookup and hubCurrentX
   // (what a policy depending on who asks would get wrong) keeps the file fast.
-  const mirror = playerKey("iso-c2", "bob", "exp-2");
   for (const key of players.keys()) {
-    if (key === playerKey("iso-c1", "alice", "exp-1")) continue;
-    report(t, await checkIdentity(playerWho(key), { relations: key === mirror }));
+    if (key === A) continue;
+    report(t, await checkOnce(playerWho(key), { relations: key === MIRROR }));
   }
 });
 
 t.test("the operator reads every row through every query", async (t) => {
-  report(t, await checkIdentity(operator));
+  report(t, await checkOnce(operator));
 });
 
 t.test("an unauthenticated request reads no hub or app row", async (t) => {

@@ -426,6 +426,18 @@ function child(dataDir: string, body: string, env: Record<string, string> = {}):
 
 const postmasterPid = (dataDir: string): number | undefined => readPostmasterPid(path.join(dataDir, "pg"))?.pid;
 
+let privateDir: string | undefined;
+/**
+ * The private cluster directory of the tests below, removed at the end of the
+ * file: new for the first (the shared cluster's life, from its first start);
+ * a later test, which needs a cluster but not a first start, gets it
+ * initialised and with its template, saving an initdb and a template build.
+ */
+function privateClusterDir(): string {
+  privateDir ??= path.join(tmpDir(t, "hub-kit-private-"), "cluster");
+  return privateDir;
+}
+
 /** Poll until fn() holds; fails the test after 30 s (a liveness check, not a timing assertion). */
 async function eventually(t: { pass(m: string): void; fail(m: string): void }, fn: () => boolean, what: string): Promise<void> {
   const started = Date.now();
@@ -441,7 +453,8 @@ async function eventually(t: { pass(m: string): void; fail(m: string): void }, f
 }
 
 t.test("the shared cluster: shared by processes, stopped by its watchdog once idle", async (t) => {
-  const dataDir = path.join(tmpDir(t, "hub-kit-life-"), "cluster");
+  const dataDir = privateClusterDir();
+  t.notOk(fs.existsSync(dataDir), "a directory no cluster was made in yet");
   // Whatever happens below, no Postgres outlives this test.
   t.teardown(() => {
     const pid = postmasterPid(dataDir);
@@ -548,7 +561,7 @@ t.test("the default cluster directory is keyed by the Postgres binaries it runs"
 });
 
 t.test("a process attaching to the shared cluster a finished process left running does not warn", async (t) => {
-  const dataDir = path.join(tmpDir(t, "hub-kit-reuse-"), "cluster");
+  const dataDir = privateClusterDir();
   t.teardown(() => {
     const pid = postmasterPid(dataDir);
     if (pid && alive(pid)) process.kill(pid, "SIGINT");
