@@ -1,7 +1,7 @@
 import "./helpers/env.js";
 import t from "tap";
 import { gql } from "./helpers/http.js";
-import { bettingTable, pooled, referencePlayer, useReferenceHubs } from "./helpers/reference-hubs.js";
+import { bettingTable, referencePlayer, useReferenceHubs } from "./helpers/reference-hubs.js";
 
 /*
  * The reference coins are fair: both makeCoinflip variants and makeCoinflipBet,
@@ -71,12 +71,28 @@ class FairnessTest {
   }
 }
 
-/** Flip in rounds of `round()` until every test has decided. */
-async function flipUntilDecided(tests: FairnessTest[], round: () => Promise<number[][]>): Promise<void> {
-  while (tests.some((test) => !test.verdict)) {
-    const counts = await round(); // per test: [successes, flips] pairs
-    tests.forEach((test, i) => test.add(counts[i]![0]!, counts[i]![1]!));
-  }
+/**
+ * Flip until every test has decided: `width` requests in flight, each answer's counts added as it comes,
+ * so a decision waits for the requests then in flight only, not for the rest of a round. Slot `s` has one
+ * request in flight at a time. The order of i.i.d. flips does not matter to the test, and checking after
+ * every answer is closer to Wald's flip-by-flip boundaries.
+ */
+async function flipUntilDecided(tests: FairnessTest[], width: number, request: (slot: number) => Promise<number[][]>): Promise<void> {
+  let failed = false; // a failed request stops every slot, so none keeps flipping after the test has failed
+  const going = () => !failed && tests.some((test) => !test.verdict);
+  await Promise.all(
+    Array.from({ length: width }, async (_, slot) => {
+      try {
+        while (going()) {
+          const counts = await request(slot); // per test: [successes, flips]
+          tests.forEach((test, i) => test.add(counts[i]![0]!, counts[i]![1]!));
+        }
+      } catch (error) {
+        failed = true;
+        throw error;
+      }
+    }),
+  );
 }
 
 const variants = [
@@ -92,15 +108,11 @@ for (const variant of variants) {
     let flips = 0;
     let won = 0;
     let badNets = 0;
-    await flipUntilDecided([wins], async () => {
-      const nets = (
-        await pooled(8, 4, async () => {
-          const fields = Array.from({ length: perRequest }, (_, i) => `f${i}: makeCoinflip(input: { currency: "HOUSE", wager: 2 }) { net }`).join(" ");
-          const res = await gql(variant.hub().url, `mutation { ${fields} }`, {}, p.header);
-          if (res.body.errors) t.same(res.body.errors, undefined);
-          return Object.values(res.body.data ?? {}).map((v: any) => v.net as number);
-        })
-      ).flat();
+    const fields = Array.from({ length: perRequest }, (_, i) => `f${i}: makeCoinflip(input: { currency: "HOUSE", wager: 2 }) { net }`).join(" ");
+    await flipUntilDecided([wins], 4, async () => {
+      const res = await gql(variant.hub().url, `mutation { ${fields} }`, {}, p.header);
+      if (res.body.errors) t.same(res.body.errors, undefined);
+      const nets = Object.values(res.body.data ?? {}).map((v: any) => v.net as number);
       badNets += nets.filter((net) => net !== 2 * 0.99 && net !== -2).length;
       const roundWins = nets.filter((net) => net > 0).length;
       flips += nets.length;
@@ -130,27 +142,24 @@ t.test("makeCoinflipBet: the coin is fair whichever side is chosen", async (t) =
   const wins = new FairnessTest("wins");
   const answered = { bets: 0, heads: 0, won: 0 };
   let mismatched = 0;
-  await flipUntilDecided([heads, wins], async () => {
-    const bets = (
-      await pooled(tables.length, tables.length, async (r) => {
-        const { players, currency } = tables[r]!;
-        const fields = Array.from(
-          { length: perRequest },
-          (_, i) => `b${i}: makeCoinflipBet(input: { wager: 2, currency: "${currency}", side: ${sideOf(i)} }) { outcome balance }`,
-        ).join(" ");
-        const res = await gql(hubs.resolverHub.url, `mutation { ${fields} }`, {}, players[0]!.header);
-        if (res.body.errors) t.same(res.body.errors, undefined);
-        const data = (res.body.data ?? {}) as Record<string, { outcome: string; balance: number } | null>;
-        return Array.from({ length: perRequest }, (_, i) => {
-          const bet = data[`b${i}`];
-          if (!bet) throw new Error(`table ${r}: bet b${i} answered no payload`);
-          const { outcome, balance: after } = bet;
-          const net = after - balances[r]!;
-          balances[r] = after;
-          return { outcome, side: sideOf(i), net };
-        });
-      })
-    ).flat();
+  // Slot r bets at table r only, one request at a time: its balance moves only by that request's bets.
+  await flipUntilDecided([heads, wins], tables.length, async (r) => {
+    const { players, currency } = tables[r]!;
+    const fields = Array.from(
+      { length: perRequest },
+      (_, i) => `b${i}: makeCoinflipBet(input: { wager: 2, currency: "${currency}", side: ${sideOf(i)} }) { outcome balance }`,
+    ).join(" ");
+    const res = await gql(hubs.resolverHub.url, `mutation { ${fields} }`, {}, players[0]!.header);
+    if (res.body.errors) t.same(res.body.errors, undefined);
+    const data = (res.body.data ?? {}) as Record<string, { outcome: string; balance: number } | null>;
+    const bets = Array.from({ length: perRequest }, (_, i) => {
+      const bet = data[`b${i}`];
+      if (!bet) throw new Error(`table ${r}: bet b${i} answered no payload`);
+      const { outcome, balance: after } = bet;
+      const net = after - balances[r]!;
+      balances[r] = after;
+      return { outcome, side: sideOf(i), net };
+    });
     // A win pays floor(2 × 0.99) = 1, a loss takes the wager of 2.
     mismatched += bets.filter((b) => (b.outcome === b.side ? b.net !== 1 : b.net !== -2)).length;
     const roundHeads = bets.filter((b) => b.outcome === "HEADS").length;
