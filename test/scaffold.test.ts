@@ -14,7 +14,7 @@ import type * as Tap from "tap";
 import { runCli } from "./helpers/cli.js";
 import { ROOT, nodeTestSummary } from "./helpers/process.js";
 import { tmpDir } from "./helpers/tmp.js";
-import { graphql, npmStart, run, userEnv } from "./helpers/packed-project.js";
+import { graphql, npmStart, projectsDir, run, userEnv } from "./helpers/packed-project.js";
 
 // npm install, a server's start and the project's tests, one after the other, on a loaded machine.
 t.setTimeout(900_000);
@@ -40,7 +40,7 @@ async function stopped(pidFile: string, timeoutMs: number): Promise<boolean> {
 }
 
 t.test("hub init: a project from the packed hub installs, serves with npm start, and passes npm test and its type check", async (t) => {
-  const work = tmpDir(t, "hub-scaffold-");
+  const work = projectsDir(t);
   const pack = await run(npm, ["pack", "--pack-destination", work, "--silent"], ROOT, 120_000, userEnv());
   t.equal(pack.code, 0, `npm pack:\n${pack.output}`);
   const tarball = path.join(work, pack.output.trim().split("\n").pop()!.trim());
