@@ -5,6 +5,7 @@
  */
 import { spawn } from "node:child_process";
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import type { Test } from "tap";
 import { runCli } from "./cli.js";
@@ -17,6 +18,32 @@ export interface Done {
 }
 
 const npm = process.platform === "win32" ? "npm.cmd" : "npm";
+
+const TMPFS_MAGIC = 0x01021994;
+/** Room for the installed projects of both scaffold files at once (some 430 MB each, the Dockerfile's stages two more). */
+const MEMORY_NEEDED = 4 * 1024 ** 3;
+
+/**
+ * Where the installed projects go: /dev/shm when it is a tmpfs with room to
+ * spare, else the system's temporary folder. An npm install writes some 23,000
+ * files; on a disk's ext4 that is two to three times the CPU (kernel time) it
+ * takes in memory, and so is removing them. /tmp is a tmpfs on many systems:
+ * a place users install projects too.
+ */
+function projectsBase(): string {
+  try {
+    const shm = fs.statfsSync("/dev/shm");
+    if (shm.type === TMPFS_MAGIC && shm.bavail * shm.bsize >= MEMORY_NEEDED && os.freemem() >= MEMORY_NEEDED) return "/dev/shm";
+  } catch {
+    // No /dev/shm (macOS, Windows): the temporary folder.
+  }
+  return os.tmpdir();
+}
+
+/** A fresh folder for installed projects, removed when the test ends (see projectsBase). */
+export function projectsDir(t: { teardown(fn: () => unknown): void }, prefix = "hub-scaffold-"): string {
+  return tmpDir(t, prefix, projectsBase());
+}
 
 /** The environment of a user's shell: without what tap, npm or the hub's tests set. */
 export function userEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
@@ -48,7 +75,7 @@ export function run(command: string, args: string[], cwd: string, timeoutMs: num
 
 /** Pack this package, `hub init` a project on the tarball and install it; undefined (with failed assertions) when a step fails. */
 export async function packedProject(t: Test, name = "my-game"): Promise<string | undefined> {
-  const work = tmpDir(t, "hub-scaffold-");
+  const work = projectsDir(t);
   const pack = await run(npm, ["pack", "--pack-destination", work, "--silent"], ROOT, 120_000);
   t.equal(pack.code, 0, `npm pack:\n${pack.output}`);
   const tarball = path.join(work, pack.output.trim().split("\n").pop()!.trim());

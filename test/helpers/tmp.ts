@@ -35,10 +35,10 @@ function postmasterRunsIn(cluster: string): boolean {
  * A fresh directory removed when the test ends, passed or failed: a Postgres
  * still running in it (a server process the test killed leaves its postmaster
  * to a watchdog that takes seconds) is stopped first, so neither the process
- * nor the files outlive the test.
+ * nor the files outlive the test. Under `base` when given (a faster filesystem).
  */
-export function tmpDir(t: { teardown(fn: () => unknown): void }, prefix = "hub-test-"): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+export function tmpDir(t: { teardown(fn: () => unknown): void }, prefix = "hub-test-", base = os.tmpdir()): string {
+  const dir = fs.mkdtempSync(path.join(base, prefix));
   t.teardown(async () => {
     for (const cluster of clustersUnder(dir)) if (postmasterRunsIn(cluster)) await stopPostmasterOf(cluster).catch(() => undefined);
     fs.rmSync(dir, { recursive: true, force: true });
