@@ -41,7 +41,8 @@ function memoryTmpDir() {
     const shm = fs.statfsSync("/dev/shm");
     if (shm.type !== TMPFS_MAGIC || shm.bavail * shm.bsize < MEMORY_NEEDED || os.freemem() < MEMORY_NEEDED) return undefined;
     const dir = path.join("/dev/shm", `hub-tests-${process.getuid?.() ?? "user"}`);
-    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    // Others may pass through, not list it: Postgres runs as its own account when the tests run as root.
+    fs.mkdirSync(dir, { recursive: true, mode: 0o711 });
     return dir;
   } catch {
     // No /dev/shm (macOS, Windows): the system's temporary folder.
