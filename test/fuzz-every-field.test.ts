@@ -2,7 +2,7 @@ import "./helpers/env.js";
 import { randomUUID } from "node:crypto";
 import path from "node:path";
 import t, { type Test } from "tap";
-import { gql } from "./helpers/http.js";
+import { gql, gqlOverHttp } from "./helpers/http.js";
 import { makeOperator, makePlayer, withPool } from "./helpers/credentials.js";
 import { ROOT, startServerProcess, type ServerProcess } from "./helpers/process.js";
 import { INTROSPECTION, printType, unwrap, type IntrospectedType, type TypeRef } from "./helpers/schema-model.js";
@@ -271,7 +271,7 @@ for (const [demo, env] of demos) t.test(`${demo}: every root field, fed NUL byte
       sent++;
       let problem: string | undefined;
       try {
-        const res = await gql(server.url, c.query, c.variables, headers);
+        const res = await gqlOverHttp(server.url, c.query, c.variables, headers);
         const internal = res.body.errors?.filter((e) => e.extensions?.code === "INTERNAL_SERVER_ERROR" || /^Internal error/.test(e.message));
         if (res.status >= 500) problem = `HTTP ${res.status}`;
         else if (internal?.length) problem = internal.map((e) => e.message).join("; ");

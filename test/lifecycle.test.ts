@@ -7,12 +7,13 @@
 import "./helpers/env.js";
 import fs from "node:fs";
 import http from "node:http";
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import pg from "pg";
 import t, { type Test } from "tap";
 import { gql } from "./helpers/http.js";
-import { ROOT, startServerProcess } from "./helpers/process.js";
+import { ROOT, startServerProcess, type ServerProcess } from "./helpers/process.js";
 import { tmpDir } from "./helpers/tmp.js";
 import { startExternalPostgres, stopPostmasterOf } from "./helpers/external-postgres.js";
 import { isAlive, readPostmasterPid } from "../dist/src/db/embedded.js";
@@ -29,17 +30,11 @@ async function goneWithin(pid: number, ms: number): Promise<number | undefined> 
   return isAlive(pid) ? undefined : Date.now() - started;
 }
 
-/** A fresh tmp data dir for this test; whatever happens, its postmaster is stopped at the end. */
-function dataDirFor(t: Parameters<typeof tmpDir>[0] & { teardown(fn: () => unknown): void }): string {
-  const dir = tmpDir(t, "hub-lifecycle-");
-  t.teardown(() => stopPostmasterOf(path.join(dir, "pg")));
-  return dir;
-}
-
 /**
  * These tests are about the embedded Postgres the server starts, so they run
  * clusters of their own, not the test kit's; those that need a cluster but not
- * a first start share one data dir (one initdb for the file), each test in
+ * a first start share one data dir (one initdb for the file, that of the
+ * first test, which is about what the first start writes), each test in
  * turn, leaving its postmaster stopped at its end whatever happens.
  */
 const reusedDir = tmpDir(t, "hub-lifecycle-reused-");
@@ -52,6 +47,39 @@ function reusedDataDir(t: { teardown(fn: () => unknown): void }): string {
 const GONE_WITHIN_MS = 30_000;
 
 const postmaster = (dataDir: string) => readPostmasterPid(path.join(dataDir, "pg"));
+
+t.test("what the hub writes in the data dir is readable by its owner only, also files an older version left readable", async (t) => {
+  // First in the file: the reused data dir is still empty, and its first start is this test's.
+  const dataDir = reusedDataDir(t);
+  fs.rmdirSync(dataDir); // let the hub create it (this throws if an earlier test initialised it)
+  const mode = (file: string) => fs.statSync(path.join(dataDir, file)).mode & 0o777;
+  const first = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
+  t.teardown(() => first.child.kill("SIGKILL"));
+  // A failed statement's text lands in postgres.log: it must not be world-readable.
+  const bad = await gql(first.url, "{ allHubUsers(first: 1) { nodes { id } } }");
+  t.ok(bad.status === 200, "a request ran");
+  // 0700; as root 0701 (the postgres account may traverse it, not list it).
+  t.equal(mode(".") & 0o076, 0, `the data dir (${mode(".").toString(8)}) cannot be listed or written by group or others`);
+  t.equal(mode("postgres.log"), 0o600, "postgres.log is 0600");
+  t.equal(mode("credentials.json"), 0o600, "credentials.json is 0600");
+  first.child.kill("SIGINT");
+  t.equal(await first.exited, 0);
+
+  // As an older version left them.
+  fs.chmodSync(path.join(dataDir, "postgres.log"), 0o644);
+  fs.chmodSync(path.join(dataDir, "credentials.json"), 0o644);
+  const second = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
+  t.teardown(() => second.child.kill("SIGKILL"));
+  t.equal(mode("postgres.log"), 0o600, "an existing world-readable postgres.log is made 0600");
+  t.equal(mode("credentials.json"), 0o600, "an existing world-readable credentials.json is made 0600");
+  const entries = fs.readdirSync(dataDir).filter((name) => name !== "pg");
+  for (const name of entries) {
+    const m = mode(name);
+    t.equal(m & 0o077, 0, `${name} (${m.toString(8)}) is not readable by group or others`);
+  }
+  second.child.kill("SIGINT");
+  t.equal(await second.exited, 0);
+});
 
 t.test("a server killed outright (SIGKILL) does not leave its embedded Postgres behind", async (t) => {
   const dataDir = reusedDataDir(t);
@@ -95,38 +123,6 @@ t.test("a server with a heap too small for its work crashes (V8 heap limit) with
   t.match(server.output(), /heap limit|heap out of memory/i, "of its heap limit");
   const took = await goneWithin(pid, GONE_WITHIN_MS);
   t.ok(took !== undefined, `the postmaster is gone after the crash (waited up to ${GONE_WITHIN_MS} ms; it took ${took} ms)`);
-});
-
-t.test("what the hub writes in the data dir is readable by its owner only, also files an older version left readable", async (t) => {
-  const dataDir = dataDirFor(t);
-  fs.rmdirSync(dataDir); // let the hub create it
-  const mode = (file: string) => fs.statSync(path.join(dataDir, file)).mode & 0o777;
-  const first = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
-  t.teardown(() => first.child.kill("SIGKILL"));
-  // A failed statement's text lands in postgres.log: it must not be world-readable.
-  const bad = await gql(first.url, "{ allHubUsers(first: 1) { nodes { id } } }");
-  t.ok(bad.status === 200, "a request ran");
-  // 0700; as root 0701 (the postgres account may traverse it, not list it).
-  t.equal(mode(".") & 0o076, 0, `the data dir (${mode(".").toString(8)}) cannot be listed or written by group or others`);
-  t.equal(mode("postgres.log"), 0o600, "postgres.log is 0600");
-  t.equal(mode("credentials.json"), 0o600, "credentials.json is 0600");
-  first.child.kill("SIGINT");
-  t.equal(await first.exited, 0);
-
-  // As an older version left them.
-  fs.chmodSync(path.join(dataDir, "postgres.log"), 0o644);
-  fs.chmodSync(path.join(dataDir, "credentials.json"), 0o644);
-  const second = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
-  t.teardown(() => second.child.kill("SIGKILL"));
-  t.equal(mode("postgres.log"), 0o600, "an existing world-readable postgres.log is made 0600");
-  t.equal(mode("credentials.json"), 0o600, "an existing world-readable credentials.json is made 0600");
-  const entries = fs.readdirSync(dataDir).filter((name) => name !== "pg");
-  for (const name of entries) {
-    const m = mode(name);
-    t.equal(m & 0o077, 0, `${name} (${m.toString(8)}) is not readable by group or others`);
-  }
-  second.child.kill("SIGINT");
-  t.equal(await second.exited, 0);
 });
 
 /** One request on a keep-alive agent: resolves with status and body, or the error. */
@@ -200,43 +196,55 @@ async function answersWithData(url: string): Promise<boolean> {
   }
 }
 
-for (const how of ["SIGINT", "SIGKILL"] as const) {
-  t.test(`a server sharing the embedded Postgres takes it over when its owner stops (${how}), and stops it when it stops`, async (t) => {
-    const dataDir = reusedDataDir(t);
-    const owner = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
-    t.teardown(() => owner.child.kill("SIGKILL"));
-    const first = postmaster(dataDir)!;
-    const sharer = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
-    t.teardown(() => sharer.child.kill("SIGKILL"));
-    t.match(sharer.output(), /using the embedded Postgres another process started/);
-    t.ok(await answersWithData(sharer.url), "the second server answers while sharing");
+/**
+ * The sharer takes the embedded Postgres over when its owner stops (`how`): it starts it again on the same
+ * port and answers after a short gap. It is then the owner that the next check stops.
+ */
+async function takesOver(t: Test, dataDir: string, owner: ServerProcess, sharer: ServerProcess, how: "SIGINT" | "SIGKILL"): Promise<{ pid: number } | undefined> {
+  const first = postmaster(dataDir)!;
+  t.match(sharer.output(), /using the embedded Postgres another process started/, `${how}: the second server shares the Postgres`);
+  t.ok(await answersWithData(sharer.url), `${how}: the second server answers while sharing`);
 
-    owner.child.kill(how);
-    await owner.exited;
-    t.ok((await goneWithin(first.pid, GONE_WITHIN_MS)) !== undefined, "the owner's Postgres stopped");
+  owner.child.kill(how);
+  await owner.exited;
+  t.ok((await goneWithin(first.pid, GONE_WITHIN_MS)) !== undefined, `${how}: the owner's Postgres stopped`);
 
-    // The second server starts it again on the same port and answers after a short gap.
-    const stoppedAt = Date.now();
-    let gap: number | undefined;
-    while (Date.now() - stoppedAt < 60_000) {
-      if (await answersWithData(sharer.url)) {
-        gap = Date.now() - stoppedAt;
-        break;
-      }
-      await sleep(100);
+  const stoppedAt = Date.now();
+  let gap: number | undefined;
+  while (Date.now() - stoppedAt < 60_000) {
+    if (await answersWithData(sharer.url)) {
+      gap = Date.now() - stoppedAt;
+      break;
     }
-    t.ok(gap !== undefined, `the second server answers with data again after the owner's Postgres stopped (waited up to 60 s; it took ${gap} ms)`);
-    t.match(sharer.output(), /starting it again \(this server now owns it\)/, "it says it took the Postgres over");
-    const second = postmaster(dataDir);
-    t.ok(second && second.pid !== first.pid && isAlive(second.pid), "a new postmaster runs");
-    t.equal(second?.port, first.port, "on the same port");
-    for (let i = 0; i < 5; i++) t.ok(await answersWithData(sharer.url), `and keeps answering (${i + 1})`);
-
-    sharer.child.kill("SIGINT");
-    t.equal(await sharer.exited, 0, "the second server exits 0");
-    t.ok(second && (await goneWithin(second.pid, GONE_WITHIN_MS)) !== undefined, "and the Postgres it took over is gone with it");
-  });
+    await sleep(100);
+  }
+  t.ok(gap !== undefined, `${how}: the second server answers with data again after the owner's Postgres stopped (waited up to 60 s; it took ${gap} ms)`);
+  t.match(sharer.output(), /starting it again \(this server now owns it\)/, `${how}: it says it took the Postgres over`);
+  const second = postmaster(dataDir);
+  t.ok(second && second.pid !== first.pid && isAlive(second.pid), `${how}: a new postmaster runs`);
+  t.equal(second?.port, first.port, `${how}: on the same port`);
+  for (let i = 0; i < 5; i++) t.ok(await answersWithData(sharer.url), `${how}: and keeps answering (${i + 1})`);
+  return second;
 }
+
+t.test("a server sharing the embedded Postgres takes it over when its owner stops (SIGINT, then SIGKILL), and stops it when it stops", async (t) => {
+  const dataDir = reusedDataDir(t);
+  const start = async () => {
+    const server = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
+    t.teardown(() => server.child.kill("SIGKILL"));
+    return server;
+  };
+  // A, B and C in turn: B takes over from A (SIGINT), then C from B, killed outright (SIGKILL).
+  const a = await start();
+  const b = await start();
+  await takesOver(t, dataDir, a, b, "SIGINT");
+  const c = await start();
+  const last = await takesOver(t, dataDir, b, c, "SIGKILL");
+
+  c.child.kill("SIGINT");
+  t.equal(await c.exited, 0, "the last server exits 0");
+  t.ok(last && (await goneWithin(last.pid, GONE_WITHIN_MS)) !== undefined, "and the Postgres it took over is gone with it");
+});
 
 /** `node dist/server.js`, stdout and stderr apart. */
 function spawnServer(env: Record<string, string>) {
@@ -257,10 +265,12 @@ type Starting = ReturnType<typeof spawnServer>;
 
 /**
  * Wait until a starting server listens or exits (at most 120 s). Listening, it must answer
- * with data within 60 s (once its database is back); exiting, it must say why
- * in one line with a code, without a stack or an unhandled 'error' event.
+ * with data within 60 s (once its database is back), then stop cleanly on SIGINT unless
+ * `keep` (the caller stops it); exiting, it must say why in one line with a code, without
+ * a stack or an unhandled 'error' event.
  */
-async function startupOutcome(t: Test, label: string, starting: Starting, beforeAnswering?: () => Promise<void>): Promise<string> {
+async function startupOutcome(t: Test, label: string, starting: Starting, options: { beforeAnswering?: () => Promise<void>; keep?: boolean } = {}): Promise<string> {
+  const { beforeAnswering, keep = false } = options;
   let ended = false;
   void starting.exited.then(() => (ended = true));
   const result: { exited: number | null } | { listening: string } | { timeout: true } = await Promise.race([
@@ -284,6 +294,7 @@ async function startupOutcome(t: Test, label: string, starting: Starting, before
       if (!answered) await sleep(100);
     }
     t.ok(answered, `${label}: the server started and answers with data`);
+    if (keep && answered) return "started, answered";
     starting.child.kill("SIGINT");
     t.equal(await starting.exited, 0, `${label}: and stops cleanly`);
     return "started, answered";
@@ -305,33 +316,59 @@ t.test("a server whose shared embedded Postgres is stopped during its start-up e
   // Where the start-up is when the owner stops depends on timing: several delays cover
   // attaching, the database check, the pools, the migrations, the schema build and listening.
   const outcomes: string[] = [];
-  // One data dir for every round: each owner starts the cluster the previous round stopped.
+  // One data dir for every round: each owner starts the cluster the previous round stopped,
+  // or is the previous round's starting server, when that one recovered and owns the Postgres it started.
   const dataDir = reusedDataDir(t);
+  let owner: { child: ChildProcess; exited: Promise<number | null>; output(): string } | undefined;
   for (const delayMs of [150, 300, 450, 600, 800, 1000, 1300, 1700]) {
-    const owner = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
-    t.teardown(() => owner.child.kill("SIGKILL"));
+    if (!owner) {
+      const started = await startServerProcess({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
+      t.teardown(() => started.child.kill("SIGKILL"));
+      owner = started;
+    }
     const starting = spawnServer({ HUB_DATA_DIR: dataDir, HUB_EXAMPLES: "off" });
     t.teardown(() => starting.child.kill("SIGKILL"));
     await sleep(delayMs);
     owner.child.kill("SIGINT");
     t.equal(await owner.exited, 0, `owner stopped (${delayMs} ms)`);
-    outcomes.push(`${delayMs} ms: ${await startupOutcome(t, `${delayMs} ms`, starting)}`);
+    const outcome = await startupOutcome(t, `${delayMs} ms`, starting, { keep: true });
+    outcomes.push(`${delayMs} ms: ${outcome}`);
+    const owns = !/another process started the embedded Postgres again; sharing it/.test(starting.stdout());
+    if (outcome === "started, answered" && owns && starting.child.exitCode === null && starting.child.signalCode === null) {
+      // It runs on the Postgres it started once the owner had stopped the previous one: the next
+      // round's owner, whose stop above checks that it stops cleanly.
+      owner = { child: starting.child, exited: starting.exited, output: () => starting.stdout() };
+      continue;
+    }
+    owner = undefined;
     starting.child.kill("SIGKILL");
     await starting.exited;
     await stopPostmasterOf(path.join(dataDir, "pg"));
+  }
+  if (owner) {
+    owner.child.kill("SIGINT");
+    t.equal(await owner.exited, 0, "the last server stops cleanly");
   }
   t.comment(outcomes.join("\n"));
 });
 
 t.test("a server whose database (given by URL) goes away during start-up fails with one line and a code, or starts and recovers", async (t) => {
   const dir = tmpDir(t, "hub-lifecycle-url-");
-  const db = await startExternalPostgres(t, path.join(dir, "pg-data"));
+  // The file's cluster, run by the test as a database the hub does not own, with a database of
+  // its own, fresh, so the start-ups it interrupts include the migrations.
+  const db = await startExternalPostgres(t, reusedDataDir(t));
+  const urls = { DATABASE_URL: new URL(db.authenticatorUrl), SUPERUSER_DATABASE_URL: new URL(db.superuserUrl) };
+  for (const url of Object.values(urls)) url.pathname = "/hub_by_url";
+  const admin = new pg.Client(db.superuserUrl);
+  await admin.connect();
+  await admin.query("create database hub_by_url");
+  await admin.end();
   const outcomes: string[] = [];
   for (const delayMs of [100, 400, 700, 1000, 1400, 1800]) {
     const starting = spawnServer({
       HUB_DATA_DIR: path.join(dir, "unused"),
-      DATABASE_URL: db.authenticatorUrl,
-      SUPERUSER_DATABASE_URL: db.superuserUrl,
+      DATABASE_URL: urls.DATABASE_URL.href,
+      SUPERUSER_DATABASE_URL: urls.SUPERUSER_DATABASE_URL.href,
       HUB_EXAMPLES: "off",
     });
     t.teardown(() => starting.child.kill("SIGKILL"));
@@ -343,7 +380,7 @@ t.test("a server whose database (given by URL) goes away during start-up fails w
       restarted = true;
     };
     // The database comes back only once the start-up has ended one way or the other.
-    outcomes.push(`${delayMs} ms: ${await startupOutcome(t, `${delayMs} ms`, starting, restart)}`);
+    outcomes.push(`${delayMs} ms: ${await startupOutcome(t, `${delayMs} ms`, starting, { beforeAnswering: restart })}`);
     await restart();
     starting.child.kill("SIGKILL");
     await starting.exited;

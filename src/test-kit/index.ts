@@ -22,7 +22,7 @@ import { endPool } from "../db/database.js";
 import type { DbBalance, DbBankroll, DbCasino, DbCurrency, DbExperience, DbUser } from "../db/types.js";
 import { argumentOutOfRange, HubError, invalidArgument } from "../errors.js";
 import { createLogger } from "../logger.js";
-import type { ServerOptions } from "../options.js";
+import { validateOptions, type ServerOptions } from "../options.js";
 import { FASTIFY_APP, SERVER_STATE, startServer } from "../start.js";
 import { serverStarted, serverStopped } from "../exports/current-server.js";
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
@@ -139,6 +139,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   if ((databaseUrl === undefined) !== (superuserDatabaseUrl === undefined)) {
     throw new HubError("HUB_OPTION_INVALID", "startTestServer: give both databaseUrl and superuserDatabaseUrl (a server to create test databases on), or neither (the shared embedded cluster).");
   }
+  // A mistaken option is refused before a database is copied for it (startServer checks them again).
+  validateOptions(serverOptions);
   const logLevel = options.logLevel ?? "warn";
   const log = createLogger({ level: logLevel, pretty: false, fd: 2 });
 

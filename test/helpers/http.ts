@@ -28,6 +28,43 @@ export async function gql<T = Record<string, any>>(
   return { status: res.status, body, headers: res.headers };
 }
 
+const keepAliveAgent = new http.Agent({ keepAlive: true });
+
+/**
+ * gql() over node:http on a keep-alive agent, for a test that sends thousands of requests: the same
+ * request and answer, for about a third of fetch's CPU in the test process.
+ */
+export function gqlOverHttp<T = Record<string, any>>(
+  url: string,
+  query: string,
+  variables?: Record<string, unknown>,
+  headers: Record<string, string> = {},
+): Promise<Omit<GraphQLResponse<T>, "headers">> {
+  const payload = JSON.stringify({ query, variables });
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${url}/graphql`, {
+      method: "POST",
+      agent: keepAliveAgent,
+      headers: { "content-type": "application/json", ...headers, "content-length": Buffer.byteLength(payload) },
+    });
+    req.on("response", (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (c: string) => (text += c));
+      res.on("error", reject);
+      res.on("end", () => {
+        try {
+          resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as GraphQLResponse<T>["body"] });
+        } catch {
+          reject(new Error(`POST /graphql answered ${res.statusCode} with a non-JSON body: ${text.slice(0, 300)}`));
+        }
+      });
+    });
+    req.on("error", reject);
+    req.end(payload);
+  });
+}
+
 export interface TimedAnswer {
   ms: number;
   status: number;

@@ -24,13 +24,18 @@ export function startServerProcess(env: Record<string, string>, timeoutMs = 60_0
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
+  let listening = false;
   const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start within ${timeoutMs} ms:\n${output}`)), timeoutMs);
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
+      // Searched until found only: a regular expression flattens the whole output each time, and a
+      // server that logs every request would make that quadratic.
+      if (listening) return;
       const match = /hub listening on (http:\/\/[^/\s"]+)\/graphql/.exec(output);
       if (match) {
+        listening = true;
         clearTimeout(timer);
         resolve({ child, url: match[1]!, output: () => output, exited });
       }
