@@ -51,7 +51,10 @@ class FairnessTest {
   k = 0;
   verdict: "fair" | "unfair" | undefined;
   private peak = -Infinity;
-  constructor(readonly what: string) {}
+  readonly what: string;
+  constructor(what: string) {
+    this.what = what;
+  }
   add(successes: number, flips: number): void {
     if (this.verdict) return;
     this.k += successes;
