@@ -52,6 +52,49 @@ function memoryTmpDir() {
 const inMemory = memoryTmpDir();
 if (inMemory) process.env.TMPDIR = inMemory;
 
+/**
+ * Stopped shared clusters of other checkouts (each checkout's Postgres binaries have a cluster of their
+ * own) removed from the in-memory folder, so clean clones run one after another do not pile up in RAM;
+ * another checkout whose cluster this removes builds it again (initdb and template) at its next run.
+ */
+async function removeStoppedClusters(dir) {
+  const { defaultClusterDir } = await import("../dist/src/test-kit/cluster.js");
+  const ours = path.basename(defaultClusterDir());
+  /** Whether the process exists (EPERM: it does, as another account's). */
+  const alive = (pid) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch (error) {
+      return error.code === "EPERM";
+    }
+  };
+  const readPid = (file) => {
+    try {
+      return Number(fs.readFileSync(file, "utf8").split("\n")[0]);
+    } catch {
+      return undefined;
+    }
+  };
+  for (const name of fs.readdirSync(dir)) {
+    if (!name.startsWith("hub-test-kit-") || name === ours) continue;
+    const cluster = path.join(dir, name);
+    const postmaster = readPid(path.join(cluster, "pg", "postmaster.pid"));
+    // A process of another checkout holds a lease while it uses (or is starting) the cluster.
+    let leases = [];
+    try {
+      leases = fs.readdirSync(path.join(cluster, "leases")).map(Number);
+    } catch {
+      leases = [];
+    }
+    if ((postmaster !== undefined && alive(postmaster)) || leases.some((pid) => pid > 0 && alive(pid))) continue;
+    fs.rmSync(cluster, { recursive: true, force: true });
+  }
+}
+if (inMemory) {
+  await removeStoppedClusters(inMemory).catch((error) => process.stdout.write(`stopped clusters of other checkouts left in ${inMemory}: ${error.message}\n`));
+}
+
 // TypeScript by Node's own type stripping where Node has it (22.18 and later): a third of a second
 // less CPU per test process than tap's compiler (ts-node); test/helpers/ts-specifiers.mjs resolves the
 // tests' ".js" imports of .ts files. Node 20 keeps tap's compiler.
