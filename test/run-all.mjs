@@ -21,9 +21,8 @@ import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { roomyTmpfs } from "./helpers/memory-tmp.mjs";
 
-/** statfs's f_type of a tmpfs. */
-const TMPFS_MAGIC = 0x01021994;
 /** What the suite may keep in memory at its peak: the shared cluster's databases, two installed projects, clusters of tests' own. */
 const MEMORY_NEEDED = 6 * 1024 ** 3;
 
@@ -36,16 +35,14 @@ const MEMORY_NEEDED = 6 * 1024 ** 3;
  * shared cluster (about 150 MB) for the next run to reuse.
  */
 function memoryTmpDir() {
-  if (process.env.TMPDIR) return undefined;
+  // No /dev/shm (macOS, Windows), or short of room: the system's temporary folder.
+  if (process.env.TMPDIR || !roomyTmpfs("/dev/shm", MEMORY_NEEDED)) return undefined;
+  const dir = path.join("/dev/shm", `hub-tests-${process.getuid?.() ?? "user"}`);
   try {
-    const shm = fs.statfsSync("/dev/shm");
-    if (shm.type !== TMPFS_MAGIC || shm.bavail * shm.bsize < MEMORY_NEEDED || os.freemem() < MEMORY_NEEDED) return undefined;
-    const dir = path.join("/dev/shm", `hub-tests-${process.getuid?.() ?? "user"}`);
     // Others may pass through, not list it: Postgres runs as its own account when the tests run as root.
     fs.mkdirSync(dir, { recursive: true, mode: 0o711 });
     return dir;
   } catch {
-    // No /dev/shm (macOS, Windows): the system's temporary folder.
     return undefined;
   }
 }

@@ -11,6 +11,7 @@ import type { Test } from "tap";
 import { runCli } from "./cli.js";
 import { ROOT } from "./process.js";
 import { tmpDir } from "./tmp.js";
+import { roomyTmpfs } from "./memory-tmp.mjs";
 
 export interface Done {
   code: number | null;
@@ -19,7 +20,6 @@ export interface Done {
 
 const npm = process.platform === "win32" ? "npm.cmd" : "npm";
 
-const TMPFS_MAGIC = 0x01021994;
 /** Room for the installed projects of both scaffold files at once (some 430 MB each, the Dockerfile's stages two more). */
 const MEMORY_NEEDED = 4 * 1024 ** 3;
 
@@ -31,13 +31,7 @@ const MEMORY_NEEDED = 4 * 1024 ** 3;
  * a place users install projects too.
  */
 function projectsBase(): string {
-  try {
-    const shm = fs.statfsSync("/dev/shm");
-    if (shm.type === TMPFS_MAGIC && shm.bavail * shm.bsize >= MEMORY_NEEDED && os.freemem() >= MEMORY_NEEDED) return "/dev/shm";
-  } catch {
-    // No /dev/shm (macOS, Windows): the temporary folder.
-  }
-  return os.tmpdir();
+  return roomyTmpfs("/dev/shm", MEMORY_NEEDED) ? "/dev/shm" : os.tmpdir();
 }
 
 /** A fresh folder for installed projects, removed when the test ends (see projectsBase). */

@@ -1,0 +1,2 @@
+/** See memory-tmp.mjs. */
+export function roomyTmpfs(dir: string, bytes: number): boolean;
