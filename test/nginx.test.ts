@@ -20,6 +20,7 @@ import { tmpDir } from "./helpers/tmp.js";
 import { feed, until, wsClient } from "./helpers/ws.js";
 import { deploymentNginxConfig, NGINX, startNginx } from "./helpers/nginx.js";
 import { freePort } from "./helpers/ports.js";
+import { pacer } from "./helpers/load.js";
 
 const INSTANCES = 3;
 const CLIENTS = 4;
@@ -72,12 +73,7 @@ function startLoad(url: string, authorization: string, userId: string) {
   let running = true;
   const expected = JSON.stringify({ data: { hubCurrentUser: { id: userId } } });
   const query = "{ hubCurrentUser { id } }";
-  const lastAt = Array<number>(CLIENTS).fill(0);
-  const paced = async (n: number) => {
-    const wait = lastAt[n]! + BUSY_GAP_MS - performance.now();
-    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-    lastAt[n] = performance.now();
-  };
+  const paced = pacer(CLIENTS, BUSY_GAP_MS);
   const loop = async (n: number) => {
     for (let i = 0; running; i++) {
       // Half the clients pause between requests, so nginx also holds idle keep-alive connections to the instances;

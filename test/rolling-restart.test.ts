@@ -23,6 +23,7 @@ import { tmpDir } from "./helpers/tmp.js";
 import { until } from "./helpers/ws.js";
 import { deploymentHaproxyConfig, HAPROXY, startHaproxy } from "./helpers/haproxy.js";
 import { freePort } from "./helpers/ports.js";
+import { pacer } from "./helpers/load.js";
 
 const INSTANCES = 3;
 const SOCKETS = 9;
@@ -57,12 +58,7 @@ function startLoad(url: string, authorization: string, userId: string) {
       req.on("error", reject);
       req.end(body);
     });
-  const lastAt = Array<number>(CLIENTS).fill(0);
-  const paced = async (n: number) => {
-    const wait = lastAt[n]! + BUSY_GAP_MS - performance.now();
-    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-    lastAt[n] = performance.now();
-  };
+  const paced = pacer(CLIENTS, BUSY_GAP_MS);
   const loop = async (n: number) => {
     while (running) {
       // Half the clients pause between requests, so HAProxy also holds idle keep-alive connections to the instances;

@@ -110,3 +110,17 @@ export function tally(results: LoadResult[], key: (r: LoadResult) => string): Re
   for (const r of results) out[key(r)] = (out[key(r)] ?? 0) + 1;
   return out;
 }
+
+/**
+ * A pace for `clients` load clients: `await pace(n)` returns once client n's
+ * previous call is at least gapMs ago, so a busy client's rate does not grow
+ * with the cores a quiet machine leaves idle.
+ */
+export function pacer(clients: number, gapMs: number): (client: number) => Promise<void> {
+  const lastAt = Array<number>(clients).fill(0);
+  return async (client) => {
+    const wait = lastAt[client]! + gapMs - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    lastAt[client] = performance.now();
+  };
+}
