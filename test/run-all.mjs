@@ -102,23 +102,9 @@ if (process.features.typescript) process.env.TAP_TYPE_STRIP_ONLY ??= "1";
 // large dependency tree (PostGraphile, grafast, Fastify, pg). Node 20 ignores it.
 process.env.NODE_COMPILE_CACHE ??= path.join(os.tmpdir(), `hub-test-compile-cache-${process.getuid?.() ?? "user"}`);
 
-/** The slowest files of the tap run started at `since`, from the results tap keeps in .tap/test-results. */
+/** The slowest files of the tap run started at `since` (results of files it did not run, such as the burst test, are older). */
 function slowestFiles(count, since) {
-  const dir = path.join(".tap", "test-results", "test");
-  let names = [];
-  try {
-    // Results of files this run did not run (the burst test, run alone) are older: left out.
-    names = fs.readdirSync(dir).filter((name) => name.endsWith(".tap") && fs.statSync(path.join(dir, name)).mtimeMs >= since);
-  } catch {
-    return [];
-  }
-  const times = [];
-  for (const name of names) {
-    const text = fs.readFileSync(path.join(dir, name), "utf8");
-    const all = [...text.matchAll(/^# time=([\d.]+)ms$/gm)];
-    if (all.length > 0) times.push({ file: `test/${name.replace(/\.tap$/, "")}`, ms: Number(all[all.length - 1][1]) });
-  }
-  return times.sort((a, b) => b.ms - a.ms).slice(0, count);
+  return [...fileTimes(since)].map(([file, ms]) => ({ file, ms })).sort((a, b) => b.ms - a.ms).slice(0, count);
 }
 
 /** Files long by construction, longest first: started first when no earlier run says otherwise. */
@@ -148,13 +134,13 @@ const PER_JOB = 4;
 /** A file is run alone when the previous run took this long (ms) or more. */
 const LONG_MS = 25_000;
 
-/** Each file's time in the previous run (ms), from tap's results in .tap/test-results. */
-function previousTimes() {
+/** Each file's time (ms) in tap's results in .tap/test-results, of the runs since `since` (ms since the epoch). */
+function fileTimes(since = 0) {
   const dir = path.join(".tap", "test-results", "test");
   const times = new Map();
   let names = [];
   try {
-    names = fs.readdirSync(dir).filter((name) => name.endsWith(".tap"));
+    names = fs.readdirSync(dir).filter((name) => name.endsWith(".tap") && fs.statSync(path.join(dir, name)).mtimeMs >= since);
   } catch {
     return times;
   }
@@ -167,7 +153,7 @@ function previousTimes() {
 
 /** The jobs of the first run, longest first: one file each for the long files, PER_JOB for the others. */
 function jobsOf(files) {
-  const before = previousTimes();
+  const before = fileTimes();
   const weight = (f) => before.get(f) ?? (LONG.includes(f) ? LONG_MS * (1 + LONG.length - LONG.indexOf(f)) : 0);
   const sorted = [...files].sort((a, b) => weight(b) - weight(a));
   const jobs = [];
