@@ -25,7 +25,7 @@ import pg from "pg";
 import { defaultPlugins, HubGameConfigPlugin } from "../dist/src/index.js";
 import { createCasino, createCurrency, createExperience, createHashChain, createHouseBankroll, createPlayer, createPlayerBalance, startTestServer } from "../dist/src/exports/test.js";
 import { makeOutcomeBet } from "../dist/src/exports/hash-chain.js";
-import { createSettleGroups } from "../dist/src/fair/settle-group.js";
+import { createSettleGroups } from "../dist/src/fair/outcome-settlement.js";
 import { defaultClusterDir } from "../dist/src/test-kit/cluster.js";
 import { benchArgs, positiveOption } from "./lib/args.js";
 import { postgresCpuSampler } from "./lib/pg-cpu.js";

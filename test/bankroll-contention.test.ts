@@ -16,19 +16,20 @@ import {
 import { dbSettleBet, withPgPoolTransaction } from "@hubpkg/hub/db";
 import pg from "pg";
 import { pino } from "pino";
-import { createSettleGroups, type OutcomeSettlement } from "../dist/src/fair/settle-group.js";
+import { createSettleGroups, type OutcomeSettlement } from "../dist/src/fair/outcome-settlement.js";
 // Internal: a server's folds, made here on pools of the test's own so their log can be read.
 import { attachBankrollFolds, createBankrollFolds, foldBankroll } from "../dist/src/money/fold.js";
 
 /*
- * Bets of one currency share commits (hub_hidden.settle_outcome_bets): many
- * players betting at once in one currency, over HTTP, must leave books that
- * reconcile to the unit, and at the edge of the bankroll no bet may be
- * accepted that the bankroll, as the bets before it left it, could not cover.
- * Games settling with dbSettleBet in their own transaction settle against
- * cover set aside in slots while the bankroll row is busy (core migration
- * 0023): the same books, the same edge, and no money lost or doubled when a
- * bet's transaction dies or its fold never runs.
+ * Every bet settles through hub_hidden.settle_bet (core migration
+ * 0032-one-settlement): while the bankroll row is in demand, against cover
+ * set aside in slots, its house side folded into the bankroll after its
+ * commit. Many players betting at once in one currency, hubMakeOutcomeBet
+ * over HTTP or dbSettleBet in a game's own transaction, must leave books
+ * that reconcile to the unit; at the edge of the bankroll no bet may be
+ * accepted that the bankroll, as the bets before it left it, could not
+ * cover; and no money is lost or doubled when a bet's transaction dies or
+ * its fold never runs.
  */
 
 let hub: TestServer;
@@ -134,7 +135,7 @@ function checkBooks(t: Test, ledger: LedgerRow[], bankroll: number, balances: Ma
   t.same([...byBet].filter(([, s]) => s !== 0), [], `each of ${byBet.size} bets' player and house rows cancel`);
 }
 
-t.test("50 players betting at once in one currency: the books reconcile to the unit and bets share commits", async (t) => {
+t.test("hubMakeOutcomeBet: 50 players betting at once in one currency: the books reconcile to the unit and bets share commits", async (t) => {
   const CURRENCY = "ONE";
   const BANKROLL = 10_000_000;
   const BALANCE = 100_000;
@@ -164,7 +165,9 @@ t.test("50 players betting at once in one currency: the books reconcile to the u
   t.equal(sum(ledger.map((r) => r.amount_delta)), sum(balances.map((b) => b.amount)) + bankroll.amount, "the ledger = the balances + the bankroll");
   checkBooks(t, ledger, bankroll.amount, balance);
 
-  // The point of the change: a commit carried more than one bet (the rows of one transaction share its xmin).
+  t.same(await pendingOf(CURRENCY), { n: 0, sum: 0 }, "nothing left pending");
+
+  // A commit carried more than one bet (the rows of one transaction share its xmin).
   const { rows: commits } = await hub.dbPool.query<{ bets: number; commits: number; largest: number }>(
     `select count(*)::int as bets, count(distinct xmin::text)::int as commits, max(n)::int as largest
        from (select xmin, count(*) over (partition by xmin::text) as n from hub.outcome_bet where casino_id = $1 and currency_key = $2) x`,
@@ -243,12 +246,13 @@ t.test("a group whose statement fails settles its bets one by one: the failure r
   };
   // JSON can carry a NUL character, Postgres's jsonb cannot.
   const args = await Promise.all(crowd.map((p, i) => betOf(p, i === 3 ? { note: "\u0000" } : null)));
-  const settled = await Promise.allSettled(args.map((a) => groups.settle(hub.dbPool, `${casinoId} ${CURRENCY}`, a)));
+  const settled = await Promise.allSettled(args.map((a) => groups.settle(hub.dbPool, a)));
   t.match(settled[3], { status: "rejected", reason: { code: "22P05" } }, "the bet whose metadata jsonb cannot hold fails with Postgres's own error");
   const others = settled.filter((_, i) => i !== 3);
   t.ok(others.every((r) => r.status === "fulfilled" && r.value.status === "settled"), "every other bet of the group settled");
   const { rows } = await hub.dbPool.query<{ n: number }>("select count(*)::int as n from hub.outcome_bet where casino_id = $1 and currency_key = $2", [casinoId, CURRENCY]);
   t.equal(rows[0]!.n, 5, "five bets stored, none for the failed one");
+  t.same(await pendingOf(CURRENCY), { n: 0, sum: 0 }, "nothing left pending");
   const bankroll = await bankrollOf(CURRENCY);
   t.equal(bankroll.amount, 1_000_000 + 5 * 10, "the bankroll took the five wagers");
   checkBooks(t, await ledgerOf(CURRENCY), bankroll.amount, new Map(crowd.map((p, i) => [p.userId, i === 3 ? 1000 : 990])));
@@ -308,7 +312,7 @@ t.test("dbSettleBet: 50 players betting at once in one currency reconcile to the
   t.equal(sum(ledger.map((r) => r.amount_delta)), sum(balances.map((b) => b.amount)) + bankroll.amount, "the ledger = the balances + the bankroll");
   checkBooks(t, ledger, bankroll.amount, balance);
 
-  // The point of the change: bets did not each take the bankroll row (house rows folded together share a commit).
+  // The point of slots: bets did not each take the bankroll row (house rows folded together share a commit).
   const { rows: commits } = await hub.dbPool.query<{ rows: number; commits: number; largest: number }>(
     `select count(*)::int as rows, count(distinct xmin::text)::int as commits, max(n)::int as largest
        from (select xmin, count(*) over (partition by xmin::text) as n from hub.ledger where casino_id = $1 and currency_key = $2 and account = 'house' and bet_id is not null) x`,

@@ -14,7 +14,7 @@ import {
   type TestServer,
 } from "@hubpkg/hub/test";
 import { makeOutcomeBet, verifyHashChain, verifyOutcomeBet } from "@hubpkg/hub/hash-chain";
-import { createSettleGroups } from "../dist/src/fair/settle-group.js";
+import { createSettleGroups } from "../dist/src/fair/outcome-settlement.js";
 
 /*
  * 100,000 outcome bets over HTTP on weights [1, 2, 7], then every one

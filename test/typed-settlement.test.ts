@@ -13,14 +13,15 @@ import {
   startTestServer,
   type TestServer,
 } from "@hubpkg/hub/test";
-import { settleOne, type OutcomeSettlement } from "../dist/src/fair/settle-group.js";
+import { settleOutcome, type OutcomeSettlement } from "../dist/src/fair/outcome-settlement.js";
 
 /*
- * hubMakeOutcomeBet's settlement takes one named row per bet
- * (hub_hidden.outcome_settlement, core migration 0031-typed-settlement),
- * sent as named JSON: each field lands where its name says, a group answers
- * in its array's order, a missing field is refused before anything is
- * locked or written, and the positional functions are gone.
+ * Every settlement takes one named row per bet, sent as named JSON:
+ * hubMakeOutcomeBet's hub_hidden.outcome_settlement (core migration
+ * 0031-typed-settlement) and dbSettleBet's hub_hidden.bet_settlement (0032).
+ * Each field lands where its name says, a missing field is refused before
+ * anything is locked or written, and the previous version's functions still
+ * answer (its instances call them during a rolling restart).
  */
 
 let hub: TestServer;
@@ -56,8 +57,8 @@ const balanceOf = async (userId: string) =>
 
 t.test("each field of a bet lands where its name says", async (t) => {
   const bet = await playerBet();
-  const row = await settleOne(hub.dbPool, bet);
-  t.same(row, { status: "settled", balance: 1019, bet_id: bet.betId }, "settled under the given id, the balance after");
+  const row = await settleOutcome(hub.dbPool, bet);
+  t.same(row, { status: "settled", balance: 1019, bet_id: bet.betId, pending_bankroll: null }, "settled under the given id, the balance after");
   const { rows } = await hub.dbPool.query(
     `select b.kind, b.wager, b.profit, b.net, b.outcome_idx, b.metadata, b.outcomes::text as outcomes, h.iteration, h.client_seed, h.digest, c.current_iteration
        from hub.outcome_bet b join hub.hash h on h.id = b.hash_id join hub.hash_chain c on c.id = h.hash_chain_id where b.id = $1`,
@@ -75,15 +76,33 @@ t.test("each field of a bet lands where its name says", async (t) => {
 t.test("a bet with a field missing is refused before anything is locked or written", async (t) => {
   const bet = await playerBet();
   // JSON writes NaN as null: the amounts' checks must not see an unknown.
-  await t.rejects(settleOne(hub.dbPool, { ...bet, expectedValue: Number.NaN }), { code: "P0001", message: /every field of the bet/ });
-  await t.rejects(settleOne(hub.dbPool, { ...bet, kind: undefined as unknown as string }), { code: "P0001" });
+  await t.rejects(settleOutcome(hub.dbPool, { ...bet, expectedValue: Number.NaN }), { code: "P0001", message: /every field of the bet/ });
+  await t.rejects(settleOutcome(hub.dbPool, { ...bet, kind: undefined as unknown as string }), { code: "P0001" });
   t.equal(await balanceOf(bet.userId), 1000, "the balance did not move");
   const { rows } = await hub.dbPool.query<{ n: number }>("select count(*)::int as n from hub.outcome_bet where user_id = $1", [bet.userId]);
   t.equal(rows[0]!.n, 0, "no bet stored");
-  t.same(await settleOne(hub.dbPool, bet), { status: "settled", balance: 1019, bet_id: bet.betId }, "the same bet with every field settles");
+  t.same(await settleOutcome(hub.dbPool, bet), { status: "settled", balance: 1019, bet_id: bet.betId, pending_bankroll: null }, "the same bet with every field settles");
 });
 
-t.test("a group answers each bet at its index, a moved chain's included", async (t) => {
+t.test("dbSettleBet's bet: each field by name; a missing one refused before anything is written", async (t) => {
+  const { userId } = await playerBet();
+  const bet = { user_id: userId, casino_id: casinoId, experience_id: experienceId, currency_key: CURRENCY, bet_id: randomUUID(),
+    wager: 10, payout: 0, max_payout: 30, expected_value: 0.3, actor: "test:named", reason: "named bet" };
+  const settle = (b: object) => hub.dbPool.query("select status, balance, bet_id, pending_bankroll from hub_hidden.settle_bet(hub_hidden.bet_settlement_of($1::jsonb))", [JSON.stringify(b)]);
+  for (const field of ["user_id", "wager", "max_payout", "expected_value", "actor"] as const) {
+    await t.rejects(settle({ ...bet, [field]: null }), { code: "P0001", message: /every field of the bet but bet_id/ }, `${field} null: refused`);
+  }
+  t.equal(await balanceOf(userId), 1000, "the balance did not move");
+  const { rows } = await settle(bet);
+  t.same(rows, [{ status: "settled", balance: 990, bet_id: bet.bet_id, pending_bankroll: null }], "with every field it settles (on the bankroll row: nothing else in flight)");
+  const ledger = await hub.dbPool.query("select account, amount_delta, actor, reason from hub.ledger where bet_id = $1 order by account", [bet.bet_id]);
+  t.same(ledger.rows, [
+    { account: "house", amount_delta: 10, actor: "test:named", reason: "named bet" },
+    { account: "player", amount_delta: -10, actor: "test:named", reason: "named bet" },
+  ], "both sides in the ledger with the bet's id, actor and reason");
+});
+
+t.test("the previous version's group function still settles, each bet at its index (its instances call it during a rolling restart)", async (t) => {
   const bets = [await playerBet(), await playerBet(), await playerBet()];
   bets[1] = { ...bets[1]!, iteration: bets[1]!.iteration - 1 };
   const json = JSON.stringify(bets.map((b) => ({ user_id: b.userId, casino_id: b.casinoId, experience_id: b.experienceId, currency_key: b.currencyKey,
@@ -96,21 +115,35 @@ t.test("a group answers each bet at its index, a moved chain's included", async 
     { n: 1, status: "chain-moved", bet_id: null },
     { n: 2, status: "settled", bet_id: bets[2]!.betId },
   ]);
-  await t.rejects(hub.dbPool.query("select * from hub_hidden.settle_outcome_bets(hub_hidden.outcome_settlements_of('{}'::jsonb))"), { code: "P0001", message: /JSON array/ });
+  const { rows: house } = await hub.dbPool.query<{ n: number }>("select count(*)::int as n from hub.ledger where account = 'house' and bet_id = any($1::uuid[])", [[bets[0]!.betId, bets[2]!.betId]]);
+  t.equal(house[0]!.n, 2, "both settled bets' house sides are in the ledger");
 });
 
-t.test("the typed functions, and the positional ones kept for the previous version's instances during a rolling restart", async (t) => {
+t.test("the settlement functions: the typed ones, and the previous version's kept for a rolling restart", async (t) => {
   const { rows } = await hub.dbPool.query<{ signature: string }>(
-    "select p.oid::regprocedure::text as signature from pg_proc p where p.pronamespace = 'hub_hidden'::regnamespace and p.proname like 'settle_outcome_bet%' order by 1",
+    "select p.oid::regprocedure::text as signature from pg_proc p where p.pronamespace = 'hub_hidden'::regnamespace and p.proname like 'settle%' order by 1",
   );
+  const DOUBLE = "double precision";
   t.same(rows.map((r) => r.signature), [
+    "hub_hidden.settle_bet(hub_hidden.bet_settlement)",
+    `hub_hidden.settle_bet(uuid,uuid,uuid,text,uuid,${DOUBLE},${DOUBLE},${DOUBLE},${DOUBLE},text,text)`,
+    "hub_hidden.settle_bet_once(hub_hidden.bet_settlement,text,text,text,text,jsonb)",
+    `hub_hidden.settle_bet_once(text,text,text,text,uuid,uuid,uuid,text,uuid,${DOUBLE},${DOUBLE},${DOUBLE},${DOUBLE},text,text,jsonb)`,
+    `hub_hidden.settle_bet_shared(uuid,uuid,uuid,text,uuid,${DOUBLE},${DOUBLE},${DOUBLE},${DOUBLE},text,text,boolean)`,
     "hub_hidden.settle_outcome_bet(hub_hidden.outcome_settlement)",
-    "hub_hidden.settle_outcome_bet(uuid,uuid,uuid,text,uuid,double precision,double precision,double precision,double precision,text,text,uuid,integer,bytea,text,text,double precision,integer,double precision[],double precision[],jsonb)",
+    `hub_hidden.settle_outcome_bet(uuid,uuid,uuid,text,uuid,${DOUBLE},${DOUBLE},${DOUBLE},${DOUBLE},text,text,uuid,integer,bytea,text,text,${DOUBLE},integer,${DOUBLE}[],${DOUBLE}[],jsonb)`,
     "hub_hidden.settle_outcome_bet_once(hub_hidden.outcome_settlement)",
-    "hub_hidden.settle_outcome_bet_once(uuid,uuid,uuid,text,uuid,double precision,double precision,double precision,double precision,text,text,uuid,integer,bytea,text,text,double precision,integer,double precision[],double precision[],jsonb,text,text,text,jsonb)",
+    `hub_hidden.settle_outcome_bet_once(uuid,uuid,uuid,text,uuid,${DOUBLE},${DOUBLE},${DOUBLE},${DOUBLE},text,text,uuid,integer,bytea,text,text,${DOUBLE},integer,${DOUBLE}[],${DOUBLE}[],jsonb,text,text,text,jsonb)`,
     "hub_hidden.settle_outcome_bets(hub_hidden.outcome_settlement[])",
     "hub_hidden.settle_outcome_bets(jsonb)",
     "hub_hidden.settle_outcome_bets_once(hub_hidden.outcome_settlement[])",
     "hub_hidden.settle_outcome_bets_once(jsonb)",
   ]);
+  // What this version calls: nothing of the previous one.
+  const calls = ["hub_hidden.settle_bet(hub_hidden.bet_settlement)", "hub_hidden.settle_bet_once(hub_hidden.bet_settlement,text,text,text,text,jsonb)",
+    "hub_hidden.settle_outcome_bet(hub_hidden.outcome_settlement)", "hub_hidden.settle_outcome_bet_once(hub_hidden.outcome_settlement)"];
+  const { rows: bodies } = await hub.dbPool.query<{ signature: string; src: string }>(
+    "select p.oid::regprocedure::text as signature, p.prosrc as src from pg_proc p where p.oid::regprocedure::text = any($1)", [calls]);
+  t.equal(bodies.length, calls.length, "each function this version calls exists");
+  for (const b of bodies) t.notMatch(b.src, /settle_bet_shared|settle_outcome_bets/, `${b.signature} calls none of the previous version's`);
 });

@@ -8,7 +8,7 @@ import { access, context, lambda, sideEffect } from "grafast";
 import { extendSchema, gql } from "graphile-utils";
 import type { Identity } from "../auth/identity.js";
 import { requirePlayer } from "./hash-chain-plugin.js";
-import { createSettleGroups } from "./settle-group.js";
+import { createSettleGroups } from "./outcome-settlement.js";
 import { createChainQueue } from "./chain-queue.js";
 import { serverOfBuild } from "../server-state.js";
 import type { ChainSecrets } from "./chain-secret.js";

@@ -15,9 +15,9 @@ import { outcomeIndexOf } from "./hash.js";
 import { riskLimitsOf, validateRisk, type RiskLimits, type RiskPolicy } from "./risk.js";
 import { MAX_AMOUNT, exactNet } from "../money/exact.js";
 import type { ChainQueue } from "./chain-queue.js";
-import { settleOne, type OutcomeSettlement, type SettleGroups, type SettleRow } from "./settle-group.js";
+import { settleAlone, settleOutcome, type OutcomeSettlement, type SettleGroups, type SettleRow } from "./outcome-settlement.js";
 import { readBetState, type BetState, type BetStateKey } from "./bet-state.js";
-import { betMetadataJson, settleRefusalError, type SettleBetInput, type SettleRefusal } from "../money/settle.js";
+import { betMetadataJson, foldAfterCommit, settleRefusalError, type SettleBetInput, type SettleRefusal } from "../money/settle.js";
 import { checkIdempotencyKey, playerKeyScope, readIdempotentReplay, requestFingerprint, idempotencyKeyReused } from "../money/idempotency.js";
 import { noteCommitted, outcomeUnknownMessage } from "../money/committed.js";
 import { lostInFlight } from "../db/error-class.js";
@@ -151,11 +151,21 @@ export function checkOutcomeBetInput(input: MakeOutcomeBetInput, config: Outcome
 
 type Player = { userId: string; casinoId: string; experienceId: string };
 type Queryable = Pick<pg.ClientBase, "query">;
-/** With settle groups, a try's state read and its settlement share round trips with other bets'; else each is its own query on the try's connection. */
-interface Grouped {
+/** How a try reads its state and settles: on the pool (with settle groups, sharing reads and commits with other bets'), or in the locked try's transaction. */
+interface TryWith {
   read: (key: BetStateKey) => Promise<BetState | undefined>;
   settle: (bet: OutcomeSettlement) => Promise<SettleRow>;
 }
+
+/** The locked try's: in its transaction, the fold after its commit. */
+const inTransaction = (pgClient: Queryable): TryWith => ({
+  read: (key) => readBetState(pgClient, key),
+  settle: async (bet) => {
+    const row = await settleOutcome(pgClient, bet);
+    await foldAfterCommit(pgClient, row.pending_bankroll, false);
+    return row;
+  },
+});
 
 const badChain = (hashChainId: string, why: string): MakeOutcomeBetResult => ({
   __typename: "HubBadHashChainError",
@@ -167,7 +177,8 @@ const badChain = (hashChainId: string, why: string): MakeOutcomeBetResult => ({
  * committed (no lock), draw the outcome from the chain's next hash, and let
  * hub_hidden.settle_outcome_bet settle and store it in one statement, which
  * first checks, under the chain's lock, that the hash is still the next one.
- * Two round trips (with settle groups, each shared with other bets').
+ * Two round trips (the state read shared with other bets'), and the fold
+ * after the commit when the bet settled against cover set aside.
  * "chain-moved" when another bet of the player took that hash meanwhile:
  * nothing was written or revealed, and the caller tries again.
  */
@@ -177,13 +188,13 @@ async function tryOutcomeBet(
   input: MakeOutcomeBetInput,
   config: OutcomeBetConfig,
   plan: OutcomePlan,
-  grouped: Grouped | undefined,
+  by: TryWith,
   /** The server's chain work, whose cache holds the derived hashes. */
   chains: ChainSecrets,
 ): Promise<MakeOutcomeBetResult | "chain-moved"> {
   const { wager, currency, outcomes, hashChainId, clientSeed } = input;
   const key = { ...player, currency, hashChainId };
-  const state = await (grouped ? grouped.read(key) : readBetState(db, key));
+  const state = await by.read(key);
   if (!state) throw refuse(ErrorCode.UNKNOWN_CURRENCY, `unknown currency ${JSON.stringify(currency)}; the casino of this session has no such currency.`);
   if (state.current_iteration === null || state.max_iteration === null) return badChain(hashChainId, "is not an active chain of this player in this casino and experience");
   if (state.current_iteration <= 1) return badChain(hashChainId, `is exhausted (all its ${state.max_iteration - 1} hashes are used)`);
@@ -214,7 +225,7 @@ async function tryOutcomeBet(
     metadata: input.metadata ?? null,
     idempotency: plan.idempotency ? { scope: playerKeyScope(player.userId), ...plan.idempotency, answer: { outcomeIdx, net } } : null,
   };
-  const written = await (grouped ? grouped.settle(bet) : settleOne(db, bet));
+  const written = await by.settle(bet);
   const status = written.status as "settled" | "chain-moved" | "replayed" | "key-reused" | SettleRefusal;
   const { balance, bet_id: betId } = written;
   if (status === "chain-moved") return status;
@@ -252,10 +263,10 @@ const OPTIMISTIC_TRIES = 3;
  * statement is its own. When other bets of the same player keep taking the
  * chain's next hash (bets of one chain from several servers at once; within
  * a server the chainQueue keeps them apart), the last try locks the chain
- * first, in a transaction, so it cannot lose again. With settleGroups, the
- * optimistic tries' settlements share commits with other bets of the same
- * casino and currency (src/fair/settle-group.ts), and their state reads share
- * queries with other bets' (src/fair/bet-state.ts).
+ * first, in a transaction, so it cannot lose again. With settleGroups (the
+ * server's), the optimistic tries' settlements share commits with other
+ * bets' (src/fair/outcome-settlement.ts), and their state reads share
+ * queries (src/fair/bet-state.ts).
  */
 export async function makeOutcomeBet(
   pool: pg.Pool,
@@ -268,15 +279,13 @@ export async function makeOutcomeBet(
   chains: ChainSecrets,
 ): Promise<MakeOutcomeBetResult> {
   const plan = checkOutcomeBetInput(input, config);
-  const groupKey = `${player.casinoId} ${input.currency}`;
   // A group serves bets of many players: on the real pool, not this player's bounded view of it.
-  const grouped: Grouped | undefined = settleGroups && {
-    read: (key) => settleGroups.readState(unboundedPool(pool), key),
-    settle: (bet) => settleGroups.settle(unboundedPool(pool), groupKey, bet),
-  };
+  const alone: TryWith = settleGroups
+    ? { read: (key) => settleGroups.readState(unboundedPool(pool), key), settle: (bet) => settleGroups.settle(unboundedPool(pool), bet) }
+    : { read: (key) => readBetState(pool, key), settle: (bet) => settleAlone(pool, bet) };
   const play = async () => {
     // A retry of a committed bet answers it before any hash is read or drawn.
-    const result = (plan.idempotency && (await storedAnswer(pool, player, plan))) || (await settleOutcomeBet(pool, player, input, config, plan, grouped, chains).catch((error: unknown) => {
+    const result = (plan.idempotency && (await storedAnswer(pool, player, plan))) || (await settleOutcomeBet(pool, player, input, config, plan, alone, chains).catch((error: unknown) => {
       // Its settlement runs as its own transaction: a connection lost while it was in flight may have lost a commit's answer.
       throw lostInFlight(error) ? outcomeUnknown(plan.idempotency?.key) : error;
     }));
@@ -306,11 +315,11 @@ async function settleOutcomeBet(
   input: MakeOutcomeBetInput,
   config: OutcomeBetConfig,
   plan: OutcomePlan,
-  grouped: Grouped | undefined,
+  alone: TryWith,
   chains: ChainSecrets,
 ): Promise<MakeOutcomeBetResult> {
   for (let attempt = 1; attempt < OPTIMISTIC_TRIES; attempt++) {
-    const result = await tryOutcomeBet(pool, player, input, config, plan, grouped, chains);
+    const result = await tryOutcomeBet(pool, player, input, config, plan, alone, chains);
     if (result !== "chain-moved") return result;
   }
   return withPgPoolTransaction(pool, async (pgClient) => {
@@ -318,7 +327,7 @@ async function settleOutcomeBet(
     const claimed = plan.idempotency && (await claimOutcomeKey(pgClient, player, plan));
     if (claimed && claimed !== "claimed") return claimed;
     const chain = await dbLockHubHashChain(pgClient, { ...player, hashChainId: input.hashChainId, active: "must-be-active" });
-    const result = chain ? await tryOutcomeBet(pgClient, player, input, config, plan, undefined, chains) : badChain(input.hashChainId, "is not an active chain of this player in this casino and experience");
+    const result = chain ? await tryOutcomeBet(pgClient, player, input, config, plan, inTransaction(pgClient), chains) : badChain(input.hashChainId, "is not an active chain of this player in this casino and experience");
     if (result === "chain-moved") throw new Error(`hubMakeOutcomeBet: chain ${input.hashChainId} moved while locked`);
     // A refusal answered as a value commits nothing, so the key stays unused.
     if (claimed && result.__typename !== "HubMakeOutcomeBetSuccess") {

@@ -1,9 +1,11 @@
 /**
- * dbSettleBet: the one way a game moves money. The lock order, the funds
- * and cover checks, the 2^53 − 1 bound and the ledger's tags are written
- * once, in the SQL function hub_hidden.settle_bet_shared (core migration
- * 0023), which this calls in one round trip; hubMakeOutcomeBet reaches the
- * same function through hub_hidden.settle_outcome_bet and settle_bet.
+ * dbSettleBet: the one way a game moves money. What it locks, checks and
+ * writes is the SQL function hub_hidden.settle_bet (core migration
+ * 0032-one-settlement, whose header states the invariants), called here in
+ * one round trip with the bet as one named row (BetSettlement);
+ * hubMakeOutcomeBet reaches the same function through settle_outcome_bet.
+ * A bet settled against cover set aside in advance leaves its house side
+ * pending: foldAfterCommit moves it into the bankroll once the bet commits.
  */
 import type pg from "pg";
 import type { GraphQLError } from "graphql";
@@ -138,30 +140,56 @@ export function settleRefusalError(refusal: SettleRefusal, input: SettleBetInput
   }
 }
 
-/** The arguments of hub_hidden.settle_bet, in its order. */
-export function settleBetArgs(input: SettleBetInput, betId: string | null): unknown[] {
-  return [
-    input.userId, input.casinoId, input.experienceId, input.currencyKey, betId,
-    input.wager, input.payout, input.maxPayout ?? input.payout, input.expectedValue ?? 0,
-    input.actor ?? `plugin:${input.kind}`, input.reason ?? `${input.kind} bet`,
-  ];
+/** One bet's money: hub_hidden.bet_settlement (core migration 0032) in TypeScript, sent as one JSON object by name. */
+export interface BetSettlement {
+  user_id: string;
+  casino_id: string;
+  experience_id: string;
+  currency_key: string;
+  /** Null: a new UUIDv7. */
+  bet_id: string | null;
+  wager: number;
+  payout: number;
+  max_payout: number;
+  expected_value: number;
+  actor: string;
+  reason: string;
+}
+
+/** The bet dbSettleBet settles, as hub_hidden.settle_bet reads it. */
+export function betSettlementOf(input: SettleBetInput): BetSettlement {
+  return {
+    user_id: input.userId, casino_id: input.casinoId, experience_id: input.experienceId, currency_key: input.currencyKey,
+    bet_id: input.betId ?? null, wager: input.wager, payout: input.payout, max_payout: input.maxPayout ?? input.payout,
+    expected_value: input.expectedValue ?? 0, actor: input.actor ?? `plugin:${input.kind}`, reason: input.reason ?? `${input.kind} bet`,
+  };
+}
+
+/**
+ * After a bet settled against a slot (pending_bankroll set): fold the
+ * bankroll once the bet's transaction commits, on the client, before the
+ * transaction's helper returns (withPgClientTransaction /
+ * withPgPoolTransaction); outside such a transaction the statement was its
+ * own and has committed, so fold now. Never rejects: a failed fold is logged
+ * and retried by the server's folds (src/money/fold.ts).
+ */
+export async function foldAfterCommit(pgClient: Pick<pg.ClientBase, "query">, bankrollId: string | null, committed: boolean): Promise<void> {
+  if (bankrollId === null) return;
+  if (committed) return foldBankroll(pgClient, bankrollId);
+  onCommit(pgClient, () => foldBankroll(pgClient, bankrollId));
 }
 
 /**
  * Settle one bet (or one step of a multi-step game) inside the caller's
- * transaction: lock the player's balance then the house bankroll, check the
- * funds, the bankroll's cover and the 2^53 − 1 bound, move wager and payout
- * through the ledger, tagged with the bet's id, actor and reason. While
- * another bet holds the bankroll row, the bet settles against cover set aside
- * for it in advance (a slot, hub_hidden.bankroll_slot) instead of waiting, and its
- * house side is folded into the bankroll right after the transaction commits
- * (by withPgClientTransaction / withPgPoolTransaction, before they return; a
- * transaction committed otherwise is folded by the server's sweep). A refusal
- * writes nothing and is thrown with the catalogue's code (INVALID_AMOUNT,
- * INSUFFICIENT_FUNDS with extensions.account "player" or "house",
- * UNKNOWN_CURRENCY, METADATA_TOO_LARGE). Call it on a client inside a
- * transaction (withPgPoolTransaction): its locks last until that ends, so
- * whatever the game writes next (its own bet row) commits with the money.
+ * transaction: lock the player's balance, check the funds, the house's cover
+ * and the 2^53 − 1 bound, and move wager and payout through the ledger,
+ * tagged with the bet's id, actor and reason (hub_hidden.settle_bet). A
+ * refusal writes nothing and is thrown with the catalogue's code
+ * (INVALID_AMOUNT, INSUFFICIENT_FUNDS with extensions.account "player" or
+ * "house", UNKNOWN_CURRENCY, METADATA_TOO_LARGE). Call it on a client inside
+ * a transaction (withPgPoolTransaction): its locks last until that ends, so
+ * whatever the game writes next (its own bet row) commits with the money,
+ * and the house bankroll includes the bet when withPgPoolTransaction returns.
  */
 export async function dbSettleBet(pgClient: Pick<pg.ClientBase, "query">, input: SettleBetInput): Promise<SettledBet> {
   checkSettleAmounts(input);
@@ -170,16 +198,13 @@ export async function dbSettleBet(pgClient: Pick<pg.ClientBase, "query">, input:
   const idempotencyKey = checkIdempotencyKey(input.idempotencyKey, operation);
   if (idempotencyKey !== undefined) return settleOnce(pgClient, input, operation, idempotencyKey, metadataJson);
   const { rows } = await pgClient.query<{ status: "settled" | SettleRefusal; balance: number | null; bet_id: string; pending_bankroll: string | null }>({
-    name: "hub-settle-bet-shared",
-    text: `select s.status, s.balance, b.id as bet_id, s.pending_bankroll
-             from (select coalesce($5::uuid, hub_hidden.uuid_generate_v7()) as id) b,
-                  hub_hidden.settle_bet_shared($1, $2, $3, $4, b.id, $6, $7, $8, $9, $10, $11, true) s`,
-    values: settleBetArgs(input, input.betId ?? null),
+    name: "hub-settle-bet",
+    text: "select status, balance, bet_id, pending_bankroll from hub_hidden.settle_bet(hub_hidden.bet_settlement_of($1::jsonb))",
+    values: [JSON.stringify(betSettlementOf(input))],
   });
   const row = rows[0]!;
   if (row.status !== "settled") throw settleRefusalError(row.status, input, row.balance);
-  const bankrollId = row.pending_bankroll;
-  if (bankrollId !== null) onCommit(pgClient, () => foldBankroll(pgClient, bankrollId));
+  await foldAfterCommit(pgClient, row.pending_bankroll, false);
   noteSettled(pgClient, operation, row.bet_id, undefined);
   return { betId: row.bet_id, net: input.payout - input.wager, balance: row.balance!, metadataJson, replayed: false };
 }
@@ -199,8 +224,8 @@ async function settleOnce(pgClient: Pick<pg.ClientBase, "query">, input: SettleB
   const net = input.payout - input.wager;
   const { rows } = await pgClient.query<{ status: "settled" | "replayed" | "key-reused" | SettleRefusal; balance: number | null; bet_id: string; pending_bankroll: string | null; stored: Omit<SettledBet, "replayed"> | null; stored_operation: string }>({
     name: "hub-settle-bet-once",
-    text: "select status, balance, bet_id, pending_bankroll, stored, stored_operation from hub_hidden.settle_bet_once($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
-    values: [playerKeyScope(input.userId), key, operation, requestFingerprint(settleRequestOf(input)), ...settleBetArgs(input, input.betId ?? null), JSON.stringify({ net, metadataJson })],
+    text: "select status, balance, bet_id, pending_bankroll, stored, stored_operation from hub_hidden.settle_bet_once(hub_hidden.bet_settlement_of($1::jsonb), $2, $3, $4, $5, $6)",
+    values: [JSON.stringify(betSettlementOf(input)), playerKeyScope(input.userId), key, operation, requestFingerprint(settleRequestOf(input)), JSON.stringify({ net, metadataJson })],
   });
   const row = rows[0]!;
   if (row.status === "key-reused") throw idempotencyKeyReused(operation, key, operation, row.stored_operation);
@@ -210,8 +235,7 @@ async function settleOnce(pgClient: Pick<pg.ClientBase, "query">, input: SettleB
     return { ...row.stored, replayed: true };
   }
   if (row.status !== "settled") throw settleRefusalError(row.status, input, row.balance);
-  const bankrollId = row.pending_bankroll;
-  if (bankrollId !== null) onCommit(pgClient, () => foldBankroll(pgClient, bankrollId));
+  await foldAfterCommit(pgClient, row.pending_bankroll, false);
   noteSettled(pgClient, operation, row.bet_id, key);
   return { betId: row.bet_id, net, balance: row.balance!, metadataJson, replayed: false };
 }
