@@ -509,3 +509,84 @@ t.test("a fold that fails after a bet's commit is logged with its bankroll and r
   t.same(await pendingOf(CURRENCY), { n: 0, sum: 0 }, "and the bankroll includes the bet");
   t.same(b.lines, [], "server b logged nothing");
 });
+
+t.test("two servers' groups spanning eight bankrolls, and games settling on them at once: no deadlock, books to the unit, commits shared across currencies", async (t) => {
+  const CURRENCIES = ["M0", "M1", "M2", "M3", "M4", "M5", "M6", "M7"];
+  const OPENING = 10_000_000;
+  for (const key of CURRENCIES) {
+    await createCurrency(hub.dbPool, { casinoId, key, displayUnitName: key, displayUnitScale: 1 });
+    await createHouseBankroll(hub.dbPool, { casinoId, currencyKey: key, amount: OPENING });
+  }
+  const bettors = (await Promise.all(CURRENCIES.map((key) => players(5, key, 100_000)))).map((ps, c) => ps.map((p) => ({ p, key: CURRENCIES[c]! }))).flat();
+  const gamers = (await Promise.all(CURRENCIES.map((key) => players(2, key, 100_000)))).map((ps, c) => ps.map((p) => ({ p, key: CURRENCIES[c]! }))).flat();
+  // Two servers' groups, each on a pool of its own: a bankroll's lane is the same on both, so their groups take the same rows.
+  const servers = [createSettleGroups(), createSettleGroups()];
+  const deadlocks = async () => (await hub.dbPool.query<{ n: number }>("select deadlocks::int as n from pg_stat_database where datname = current_database()")).rows[0]!.n;
+  const before = await deadlocks();
+  const nets = new Map<string, number>();
+  const add = (userId: string, net: number) => nets.set(userId, (nets.get(userId) ?? 0) + net);
+  const outcomeBet = async (p: P, key: string, k: number) => {
+    const { rows } = await hub.dbPool.query<{ current_iteration: number }>("select current_iteration from hub.hash_chain where id = $1", [p.chainId]);
+    const win = k % 3 === 0;
+    const bet: OutcomeSettlement = {
+      userId: p.userId, casinoId, experienceId, currencyKey: key, betId: null, wager: 10, payout: win ? 20 : 0, maxPayout: 20, expectedValue: 0.5,
+      actor: "test", reason: "spanning group", hashChainId: p.chainId, iteration: rows[0]!.current_iteration - 1, digest: Buffer.alloc(32, k),
+      clientSeed: `m${k}`, kind: "GENERAL", profit: win ? 1 : -1, outcomeIdx: win ? 0 : 1, weights: [1, 2], profits: [1, -1], metadata: null, idempotency: null,
+    };
+    const row = await servers[k % 2]!.settle(wide, bet);
+    if (row.status !== "settled") throw new Error(`outcome bet ${k} of ${p.userId}: ${row.status}`);
+    add(p.userId, win ? 10 : -10);
+  };
+  await all([
+    ...bettors.map(async ({ p, key }) => {
+      for (let k = 0; k < 6; k++) await outcomeBet(p, key, k);
+    }),
+    ...gamers.map(async ({ p, key }, i) => {
+      for (let k = 0; k < 8; k++) {
+        const settled = await gameBet(p, key, 7, (i + k) % 4 === 0 ? 20 : 0, 20);
+        if ("refused" in settled) throw new Error(`game bet ${k}: ${settled.refused}`);
+        add(p.userId, settled.net);
+      }
+    }),
+  ], "outcome groups and games on eight bankrolls");
+  t.equal((await deadlocks()) - before, 0, "pg_stat_database.deadlocks did not move");
+  for (const key of CURRENCIES) {
+    t.same(await pendingOf(key), { n: 0, sum: 0 }, `${key}: nothing left pending`);
+    const { rows: balances } = await hub.dbPool.query<{ user_id: string; amount: number }>("select user_id, amount from hub.balance where casino_id = $1 and currency_key = $2", [casinoId, key]);
+    const wrong = balances.filter((b) => b.amount !== 100_000 + (nets.get(b.user_id) ?? 0));
+    t.same(wrong, [], `${key}: each balance = its opening + its bets' nets`);
+    const bankroll = await bankrollOf(key);
+    t.equal(bankroll.amount, OPENING - sum(balances.map((b) => nets.get(b.user_id) ?? 0)), `${key}: the bankroll moved by exactly minus the players' net`);
+    checkBooks(t, await ledgerOf(key), bankroll.amount, new Map(balances.map((b) => [b.user_id, b.amount])));
+  }
+  const { rows: [spanning] } = await hub.dbPool.query<{ largest: number }>(
+    `select coalesce(max(n), 0)::int as largest from (select count(distinct currency_key) as n from hub.outcome_bet where casino_id = $1 and currency_key = any($2) group by xmin::text) x`,
+    [casinoId, CURRENCIES],
+  );
+  t.ok(spanning!.largest > 1, `one commit carried bets of ${spanning!.largest} currencies`);
+});
+
+t.test("a group settles its bets bankroll by bankroll in (casino, currency) order, answering each at its index", async (t) => {
+  const KEYS = ["ORDB", "ORDA"];
+  for (const key of KEYS) {
+    await createCurrency(hub.dbPool, { casinoId, key, displayUnitName: key, displayUnitScale: 1 });
+    await createHouseBankroll(hub.dbPool, { casinoId, currencyKey: key, amount: 1_000_000 });
+  }
+  const [b] = await players(1, "ORDB", 1000);
+  const [a] = await players(1, "ORDA", 1000);
+  const betOn = async (p: P, key: string): Promise<Record<string, unknown>> => {
+    const { rows } = await hub.dbPool.query<{ current_iteration: number }>("select current_iteration from hub.hash_chain where id = $1", [p.chainId]);
+    return { user_id: p.userId, casino_id: casinoId, experience_id: experienceId, currency_key: key, wager: 10, payout: 0, max_payout: 20, expected_value: 0.5,
+      actor: "test", reason: "ordered", hash_chain_id: p.chainId, iteration: rows[0]!.current_iteration - 1, digest: `\\x${"07".repeat(32)}`, client_seed: "s",
+      kind: "GENERAL", profit: -1, outcome_idx: 1, weights: [1, 1], profits: [1, -1] };
+  };
+  // ORDB's bet first in the array: it settles second (ORDA < ORDB), and is still answered at index 0.
+  const group = [await betOn(b!, "ORDB"), await betOn(a!, "ORDA")];
+  const { rows } = await hub.dbPool.query<{ n: number; status: string; bet_id: string; seq: number }>(
+    "select n, status, bet_id, row_number() over ()::int as seq from hub_hidden.settle_outcome_bets(hub_hidden.outcome_settlements_of($1::jsonb)) order by n",
+    [JSON.stringify(group)],
+  );
+  t.same(rows.map((r) => [r.n, r.status, r.seq]), [[0, "settled", 2], [1, "settled", 1]], "ORDA's bet settled first; each answered at its index");
+  const { rows: owners } = await hub.dbPool.query<{ user_id: string }>("select user_id from hub.outcome_bet where id = $1", [rows[0]!.bet_id]);
+  t.equal(owners[0]!.user_id, b!.userId, "index 0 is ORDB's bet");
+});
