@@ -519,7 +519,7 @@ t.test("two servers' groups spanning eight bankrolls, and games settling on them
   }
   const bettors = (await Promise.all(CURRENCIES.map((key) => players(5, key, 100_000)))).map((ps, c) => ps.map((p) => ({ p, key: CURRENCIES[c]! }))).flat();
   const gamers = (await Promise.all(CURRENCIES.map((key) => players(2, key, 100_000)))).map((ps, c) => ps.map((p) => ({ p, key: CURRENCIES[c]! }))).flat();
-  // Two servers' groups, each on a pool of its own: a bankroll's lane is the same on both, so their groups take the same rows.
+  // Two servers' groups (their statements take the same bankroll rows), and the games' transactions on the same bankrolls.
   const servers = [createSettleGroups(), createSettleGroups()];
   const deadlocks = async () => (await hub.dbPool.query<{ n: number }>("select deadlocks::int as n from pg_stat_database where datname = current_database()")).rows[0]!.n;
   const before = await deadlocks();

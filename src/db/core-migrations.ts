@@ -35,8 +35,18 @@ import { readMigrationFolder, type Migration } from "./migration-files.js";
  *   row, the composite type hub_hidden.outcome_settlement, instead of 21 (25)
  *   positional arguments or positional JSON arrays; the server sends named
  *   JSON objects, read by outcome_settlement_of / outcome_settlements_of. The
- *   positional functions are dropped; what each function locks, checks,
- *   writes and returns is written beside it.
+ *   positional functions stay for the previous version's instances during a
+ *   rolling restart; what each function locks, checks, writes and returns is
+ *   written beside it.
+ *
+ * 0032-one-settlement: every bet's money through one function,
+ *   hub_hidden.settle_bet(bet_settlement), a named row: dbSettleBet calls it,
+ *   and so do hubMakeOutcomeBet's settle_outcome_bet(s), which now answer the
+ *   bankroll to fold after the commit too. While the bankroll row is in
+ *   demand a bet settles against a slot taken with SKIP LOCKED (no wait for a
+ *   slot); a group of outcome bets may span bankrolls, taking their rows in
+ *   (casino, currency) order. Its header is the settlement's reference: what
+ *   runs, when the bankroll includes a bet, the lock order, the invariants.
  */
 export const BASELINE_MIGRATION = "0029-baseline";
 

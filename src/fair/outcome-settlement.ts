@@ -9,10 +9,10 @@
  * wait for it and then settle together in one statement
  * (hub_hidden.settle_outcome_bets), one commit for all of them. Each bet is
  * checked, settled and ledgered exactly as alone; only the commit is shared.
- * A server has LANES lanes, a bankroll always in the same one, each with
- * one statement in flight: bets of many bankrolls share a commit, and
- * different lanes settle at once. A lone bet goes alone at once (no waiting
- * for company). When a group's statement fails, nothing of it was written
+ * A server keeps one statement in flight, and starts more (up to
+ * MAX_IN_FLIGHT) only while a whole group is waiting: bets of every
+ * bankroll share commits, the larger the load the larger the groups. A lone
+ * bet goes alone at once (no waiting for company). When a group's statement fails, nothing of it was written
  * and each of its bets settles alone, so an error belongs to the bet that
  * caused it; but when the connection was lost, the statement may have
  * committed: each bet gets the error instead.
@@ -170,18 +170,11 @@ async function settleGroup(pool: pg.Pool, group: Waiting[]): Promise<void> {
 
 /** The most bets one statement settles: bounds a statement's time and its locks. */
 export const MAX_GROUP = 64;
-/** Statements in flight at once per server; a bankroll's bets always share one lane. */
-export const LANES = 4;
-
-/** A bankroll's lane: FNV-1a of its casino and currency. */
-function laneOf(bet: OutcomeSettlement): number {
-  let h = 0x811c9dc5;
-  for (const c of `${bet.casinoId} ${bet.currencyKey}`) h = Math.imul(h ^ c.charCodeAt(0), 0x01000193);
-  return (h >>> 0) % LANES;
-}
+/** The most statements a server has in flight: a second starts only when a whole group is waiting. */
+export const MAX_IN_FLIGHT = 4;
 
 export interface SettleGroups {
-  /** Settle one bet, sharing a statement with the bets of its lane that arrive meanwhile. */
+  /** Settle one bet, sharing a statement with the bets that arrive meanwhile. */
   settle(pool: pg.Pool, bet: OutcomeSettlement): Promise<SettleRow>;
   /** Read one bet's state, in one query with the other bets' reads waiting at the time. */
   readState: BetStateReads;
@@ -189,30 +182,28 @@ export interface SettleGroups {
 
 /** Per server (like its chain queue): two servers in one process share nothing. */
 export function createSettleGroups(maxGroup = MAX_GROUP): SettleGroups {
-  // Only lanes with bets waiting or in flight have an entry.
-  const queues = new Map<number, Waiting[]>();
-  async function drain(pool: pg.Pool, lane: number, queue: Waiting[]): Promise<void> {
-    try {
-      while (queue.length) await settleGroup(pool, queue.splice(0, maxGroup));
-    } catch (error) {
-      for (const w of queue.splice(0)) w.reject(error);
-    } finally {
-      queues.delete(lane);
+  const queue: (Waiting & { pool: pg.Pool })[] = [];
+  let inFlight = 0;
+  function pump(): void {
+    while (queue.length > 0 && (inFlight === 0 || (queue.length >= maxGroup && inFlight < MAX_IN_FLIGHT))) {
+      const group = queue.splice(0, maxGroup);
+      inFlight++;
+      void settleGroup(group[0]!.pool, group)
+        .catch((error: unknown) => {
+          for (const w of group) w.reject(error);
+        })
+        .finally(() => {
+          inFlight--;
+          pump();
+        });
     }
   }
   return {
     readState: createBetStateReads(),
     settle: (pool, bet) =>
       new Promise<SettleRow>((resolve, reject) => {
-        const lane = laneOf(bet);
-        const queue = queues.get(lane);
-        if (queue) {
-          queue.push({ bet, resolve, reject });
-          return;
-        }
-        const fresh: Waiting[] = [{ bet, resolve, reject }];
-        queues.set(lane, fresh);
-        void drain(pool, lane, fresh);
+        queue.push({ bet, resolve, reject, pool });
+        pump();
       }),
   };
 }

@@ -1,9 +1,10 @@
 /**
  * Folding: moving the house sides of bets settled against a bankroll slot
- * (hub_hidden.bankroll_pending, core baseline) into hub.bankroll and
- * the house ledger. dbSettleBet asks for a fold right after the game's
- * transaction commits, before the game answers, so a bet's answer comes after
- * its house side is in the bankroll. The bets of one bankroll that commit
+ * (hub_hidden.bankroll_pending; core migration 0032's header) into
+ * hub.bankroll and the house ledger. A bet that left its house side pending
+ * (dbSettleBet in a game's transaction, or an outcome bet's statement) asks
+ * for a fold right after its commit, before the game answers, so a bet's
+ * answer comes after its house side is in the bankroll. The bets of one bankroll that commit
  * while a fold is in flight share the next one: one bankroll lock and one
  * commit for many bets.
  *
