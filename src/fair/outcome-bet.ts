@@ -280,12 +280,12 @@ export async function makeOutcomeBet(
 ): Promise<MakeOutcomeBetResult> {
   const plan = checkOutcomeBetInput(input, config);
   // A group serves bets of many players: on the real pool, not this player's bounded view of it.
-  const alone: TryWith = settleGroups
+  const onPool: TryWith = settleGroups
     ? { read: (key) => settleGroups.readState(unboundedPool(pool), key), settle: (bet) => settleGroups.settle(unboundedPool(pool), bet) }
     : { read: (key) => readBetState(pool, key), settle: (bet) => settleAlone(pool, bet) };
   const play = async () => {
     // A retry of a committed bet answers it before any hash is read or drawn.
-    const result = (plan.idempotency && (await storedAnswer(pool, player, plan))) || (await settleOutcomeBet(pool, player, input, config, plan, alone, chains).catch((error: unknown) => {
+    const result = (plan.idempotency && (await storedAnswer(pool, player, plan))) || (await settleOutcomeBet(pool, player, input, config, plan, onPool, chains).catch((error: unknown) => {
       // Its settlement runs as its own transaction: a connection lost while it was in flight may have lost a commit's answer.
       throw lostInFlight(error) ? outcomeUnknown(plan.idempotency?.key) : error;
     }));
@@ -315,11 +315,11 @@ async function settleOutcomeBet(
   input: MakeOutcomeBetInput,
   config: OutcomeBetConfig,
   plan: OutcomePlan,
-  alone: TryWith,
+  onPool: TryWith,
   chains: ChainSecrets,
 ): Promise<MakeOutcomeBetResult> {
   for (let attempt = 1; attempt < OPTIMISTIC_TRIES; attempt++) {
-    const result = await tryOutcomeBet(pool, player, input, config, plan, alone, chains);
+    const result = await tryOutcomeBet(pool, player, input, config, plan, onPool, chains);
     if (result !== "chain-moved") return result;
   }
   return withPgPoolTransaction(pool, async (pgClient) => {
