@@ -20,6 +20,17 @@
  *                                        sides a bet left pending, into
  *                                        hub.bankroll.
  *
+ * What else a bet runs, unchanged and defined once: the baseline's sections
+ * "balances and the ledger" (ledger_begin / ledger_end, and the triggers that
+ * write the ledger from every change of hub.balance and hub.bankroll),
+ * "bankroll reservations" (bankroll_reserved, fold_bankroll_locked,
+ * fold_bankroll, fold_bankroll_alone), "SETTLEMENT" (claim_ and
+ * record_idempotency_key) and "live alerts" (the ledger's alert trigger);
+ * 0031-typed-settlement (the outcome_settlement type, outcome_settlement_of,
+ * outcome_settlements_of). The TypeScript: src/money/settle.ts (dbSettleBet),
+ * src/fair/outcome-settlement.ts (hubMakeOutcomeBet's statements),
+ * src/money/fold.ts (the folds after a commit, the sweep).
+ *
  * The house's side. Every bet of a currency changes that currency's one
  * bankroll row, and a transaction holds a row's lock until its commit is
  * flushed: bets that all updated the row would settle one flush at a time.
