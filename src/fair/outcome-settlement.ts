@@ -12,10 +12,10 @@
  * A server keeps one statement in flight, and starts more (up to
  * MAX_IN_FLIGHT) only while a whole group is waiting: bets of every
  * bankroll share commits, the larger the load the larger the groups. A lone
- * bet goes alone at once (no waiting for company). When a group's statement fails, nothing of it was written
- * and each of its bets settles alone, so an error belongs to the bet that
- * caused it; but when the connection was lost, the statement may have
- * committed: each bet gets the error instead.
+ * bet goes alone at once (no waiting for company). When a group's statement
+ * fails, nothing of it was written and each of its bets settles alone, so an
+ * error belongs to the bet that caused it; but when the connection was lost,
+ * the statement may have committed: each bet gets the error instead.
  *
  * A bet that settled against cover set aside (pending_bankroll) is folded
  * into its bankroll right after the statement commits, on the same client,
