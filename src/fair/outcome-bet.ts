@@ -162,7 +162,7 @@ const inTransaction = (pgClient: Queryable): TryWith => ({
   read: (key) => readBetState(pgClient, key),
   settle: async (bet) => {
     const row = await settleOutcome(pgClient, bet);
-    await foldAfterCommit(pgClient, row.pending_bankroll, false);
+    foldAfterCommit(pgClient, row.pending_bankroll);
     return row;
   },
 });

@@ -23,7 +23,7 @@
  */
 import type pg from "pg";
 import { isDatabaseUnavailable } from "../db/error-class.js";
-import { foldAfterCommit } from "../money/settle.js";
+import { foldBankroll } from "../money/fold.js";
 import { createBetStateReads, type BetStateReads } from "./bet-state.js";
 
 /** What hub_hidden.settle_outcome_bet answers for one bet. */
@@ -115,7 +115,8 @@ async function settleCommitted<R extends SettleRow>(pool: pg.Pool, run: (client:
   let failed: Error | undefined;
   try {
     const rows = await run(client);
-    for (const bankrollId of new Set(rows.map((r) => r.pending_bankroll))) await foldAfterCommit(client, bankrollId, true);
+    // Committed: the bets left pending are folded now, before their answers.
+    for (const bankrollId of new Set(rows.map((r) => r.pending_bankroll))) if (bankrollId !== null) await foldBankroll(client, bankrollId);
     return rows;
   } catch (error) {
     failed = error instanceof Error ? error : new Error(String(error));

@@ -166,17 +166,15 @@ export function betSettlementOf(input: SettleBetInput): BetSettlement {
 }
 
 /**
- * After a bet settled against a slot (pending_bankroll set): fold the
- * bankroll once the bet's transaction commits, on the client, before the
- * transaction's helper returns (withPgClientTransaction /
- * withPgPoolTransaction); outside such a transaction the statement was its
- * own and has committed, so fold now. Never rejects: a failed fold is logged
- * and retried by the server's folds (src/money/fold.ts).
+ * After a bet settled against a slot (pending_bankroll set), inside a
+ * transaction: fold the bankroll once the transaction commits, on the
+ * client, before the transaction's helper returns (withPgClientTransaction /
+ * withPgPoolTransaction); a transaction committed otherwise is folded by the
+ * server's sweep. A failed fold is logged and retried by the server's folds
+ * (src/money/fold.ts).
  */
-export async function foldAfterCommit(pgClient: Pick<pg.ClientBase, "query">, bankrollId: string | null, committed: boolean): Promise<void> {
-  if (bankrollId === null) return;
-  if (committed) return foldBankroll(pgClient, bankrollId);
-  onCommit(pgClient, () => foldBankroll(pgClient, bankrollId));
+export function foldAfterCommit(pgClient: Pick<pg.ClientBase, "query">, bankrollId: string | null): void {
+  if (bankrollId !== null) onCommit(pgClient, () => foldBankroll(pgClient, bankrollId));
 }
 
 /**
@@ -204,7 +202,7 @@ export async function dbSettleBet(pgClient: Pick<pg.ClientBase, "query">, input:
   });
   const row = rows[0]!;
   if (row.status !== "settled") throw settleRefusalError(row.status, input, row.balance);
-  await foldAfterCommit(pgClient, row.pending_bankroll, false);
+  foldAfterCommit(pgClient, row.pending_bankroll);
   noteSettled(pgClient, operation, row.bet_id, undefined);
   return { betId: row.bet_id, net: input.payout - input.wager, balance: row.balance!, metadataJson, replayed: false };
 }
@@ -235,7 +233,7 @@ async function settleOnce(pgClient: Pick<pg.ClientBase, "query">, input: SettleB
     return { ...row.stored, replayed: true };
   }
   if (row.status !== "settled") throw settleRefusalError(row.status, input, row.balance);
-  await foldAfterCommit(pgClient, row.pending_bankroll, false);
+  foldAfterCommit(pgClient, row.pending_bankroll);
   noteSettled(pgClient, operation, row.bet_id, key);
   return { betId: row.bet_id, net, balance: row.balance!, metadataJson, replayed: false };
 }

@@ -122,25 +122,26 @@ language sql stable as $fn$
 $fn$;
 
 /*
- * Set aside cover for bets to come: put a 64th of the bankroll's free cover
- * and room (at least this bet's) into the least-filled slot not in use, or a
- * new one (at most 64 a bankroll). The caller holds the bankroll row and has
- * checked that the free cover holds p_need. Answers the slot, or null when
- * every slot is in use.
+ * Set aside cover for bets to come and settle a bet against it: put a 64th
+ * of the bankroll's free cover and room (at least this bet's) into the
+ * least-filled slot not in use, or a new one (at most 64 a bankroll), with
+ * the bet's house side p_delta applied. The caller holds the bankroll row
+ * and has checked that the free cover holds p_need. Answers the slot, or
+ * null when every slot is in use (nothing written).
  */
-create function hub_hidden.fill_bankroll_slot(p_bankroll_id uuid, p_free float8, p_free_room float8, p_need float8, p_gain float8)
+create function hub_hidden.fill_bankroll_slot(p_bankroll_id uuid, p_free float8, p_free_room float8, p_need float8, p_gain float8, p_delta float8)
 returns bigint language plpgsql as $fn$
 declare
   v_cover float8 := least(p_free, greatest(p_need, floor(p_free / 64)));
   v_room float8 := least(p_free_room, greatest(p_gain, floor(p_free_room / 64)));
   v_slot bigint;
 begin
-  update hub_hidden.bankroll_slot s set cover = s.cover + v_cover, room = s.room + v_room, used_at = now()
+  update hub_hidden.bankroll_slot s set cover = s.cover + v_cover + p_delta, room = s.room + v_room - p_delta, used_at = now()
    where s.id = (select y.id from hub_hidden.bankroll_slot y where y.bankroll_id = p_bankroll_id
                   order by y.cover, y.id limit 1 for no key update skip locked)
   returning s.id into v_slot;
   if v_slot is null and (select count(*) from hub_hidden.bankroll_slot y where y.bankroll_id = p_bankroll_id) < 64 then
-    insert into hub_hidden.bankroll_slot (bankroll_id, cover, room) values (p_bankroll_id, v_cover, v_room)
+    insert into hub_hidden.bankroll_slot (bankroll_id, cover, room) values (p_bankroll_id, v_cover + p_delta, v_room - p_delta)
     returning id into v_slot;
   end if;
   return v_slot;
@@ -153,18 +154,18 @@ $fn$;
  * Locks: the player's balance (step 3); then a slot not in use with enough
  * cover and room (step 5, SKIP LOCKED); else the bankroll row (step 6).
  * Checks: every field but bet_id given, whole amounts, max_payout ≥ payout,
- * a finite expected value (else it raises: a caller's bug, not a refusal); the currency, the balance and
- * its funds, 2^53 − 1 for the balance; then the house's free cover and room
- * (on a slot, the slot's). Short on the row: the bankroll's pending rows are
+ * a finite expected value (else it raises: a caller's bug, not a refusal);
+ * the currency, the balance and its funds, 2^53 − 1 for the balance; then
+ * the house's free cover and room (on a slot, the slot's). Short on the row: the bankroll's pending rows are
  * folded and its idle slots released, and checked again, before refusing.
  * Writes, when settled: the balance (its ledger row tagged with the bet's
  * id); the house side either on the row (bets, wagered, expected value; its
  * ledger row) or, on a slot, the slot's cover and room and a pending row.
  * The bet goes on a slot when one not in use holds enough; or when it had to
  * wait for the row, or slots are in use, and a 64th of the free cover holds
- * its cover: then it sets that much aside in a slot first (fill_bankroll_slot),
- * so the bets after it need not wait. Near the edge (a bet's cover more than
- * a 64th of what is free) it settles on the row.
+ * its cover: then it sets that much aside in a slot and settles against it
+ * (fill_bankroll_slot), so the bets after it need not wait. Near the edge (a
+ * bet's cover more than a 64th of what is free) it settles on the row.
  * Returns: one row: status ('settled' or the refusal), the balance after
  * (null when unknown), the bet's id, and pending_bankroll: the bankroll to
  * fold after the commit (null when the bet settled on the row).
@@ -245,10 +246,7 @@ begin
     if v_free < v_need then return query select 'no-cover'::text, v_amount, null::uuid, null::uuid; return; end if;
     if v_free_room < v_gain then return query select 'bankroll-overflow'::text, v_amount, null::uuid, null::uuid; return; end if;
     if v_busy and floor(v_free / 64) >= v_need then
-      v_slot := hub_hidden.fill_bankroll_slot(v_bankroll_id, v_free, v_free_room, v_need, v_gain);
-      if v_slot is not null then
-        update hub_hidden.bankroll_slot s set cover = s.cover + v_delta, room = s.room - v_delta where s.id = v_slot;
-      end if;
+      v_slot := hub_hidden.fill_bankroll_slot(v_bankroll_id, v_free, v_free_room, v_need, v_gain, v_delta);
     end if;
   end if;
 
@@ -511,7 +509,7 @@ $fn$;
 
 revoke execute on function
   hub_hidden.bet_settlement_of(jsonb),
-  hub_hidden.fill_bankroll_slot(uuid, float8, float8, float8, float8),
+  hub_hidden.fill_bankroll_slot(uuid, float8, float8, float8, float8, float8),
   hub_hidden.settle_bet(hub_hidden.bet_settlement),
   hub_hidden.settle_bet_once(hub_hidden.bet_settlement, text, text, text, text, jsonb),
   hub_hidden.settle_outcome_bet(hub_hidden.outcome_settlement),
