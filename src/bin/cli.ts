@@ -13,7 +13,7 @@ import "./graphile-env.js";
 import "../prelude.js";
 import pg from "pg";
 import { readConfig, redactUrl, type LogLevel } from "../config.js";
-import { endPool, openDatabase, type OpenedDatabase } from "../db/database.js";
+import { endPool, newPool, openDatabase, type OpenedDatabase } from "../db/database.js";
 import { migrate } from "../db/migrate.js";
 import { HubError } from "../errors.js";
 import { createLogger, type Logger } from "../logger.js";
@@ -39,7 +39,7 @@ function errorLine(error: unknown): string {
 }
 
 async function connect(url: string, log: Logger): Promise<pg.Pool> {
-  const pool = new pg.Pool({ connectionString: url, max: 2, application_name: "hub:cli", connectionTimeoutMillis: 10_000 });
+  const pool = newPool({ connectionString: url, max: 2, application_name: "hub:cli", connectionTimeoutMillis: 10_000 });
   pool.on("error", (error) => log.warn({ err: error }, "idle database connection lost"));
   try {
     await pool.query("select 1");

@@ -1,4 +1,4 @@
-import type pg from "pg";
+import pg from "pg";
 import { HubError } from "../errors.js";
 import type { HubConfig } from "../config.js";
 import type { Logger } from "../logger.js";
@@ -44,19 +44,45 @@ export async function openDatabase(
   };
 }
 
+/** The connections of each pool made by newPool that are open: connected and not yet closed. */
+const openConnections = new WeakMap<pg.Pool, { open: number }>();
+
+/**
+ * A pg.Pool whose open connections endPool can wait for. pg-pool emits
+ * "connect" for each connection that succeeds and "remove" once that
+ * connection is closed; one that fails while connecting emits neither.
+ */
+export function newPool(config: pg.PoolConfig): pg.Pool {
+  const pool = new pg.Pool(config);
+  const connections = { open: 0 };
+  openConnections.set(pool, connections);
+  pool.on("connect", () => connections.open++);
+  pool.on("remove", () => connections.open--);
+  return pool;
+}
+
 /**
  * pool.end() and wait until every connection is really closed. pg-pool's end()
  * resolves once it has *asked* its clients to close; stopping Postgres right
  * after would terminate backends still connected, whose clients then emit
- * "terminating connection due to administrator command" errors.
+ * "terminating connection due to administrator command" errors. Counting the
+ * connections that opened, not pool.totalCount: a connection still being made
+ * when the database went away never closes (never opened), and waiting for it
+ * held the process on nothing but this timer (unref'd), so a start-up failing
+ * then ended as an unsettled top-level await (exit 13) instead of its message.
+ * A pool not made by newPool is ended without waiting.
  */
 export async function endPool(pool: pg.Pool, timeoutMs = 5000): Promise<void> {
-  let left = pool.totalCount;
+  const connections = openConnections.get(pool);
   const closed = new Promise<void>((resolve) => {
-    if (left === 0) return resolve();
-    pool.on("remove", () => {
-      if (--left <= 0) resolve();
-    });
+    if (!connections || connections.open <= 0) return resolve();
+    // Listeners run in order: newPool's count has already gone down.
+    const onRemove = () => {
+      if (connections.open > 0) return;
+      pool.off("remove", onRemove);
+      resolve();
+    };
+    pool.on("remove", onRemove);
     setTimeout(resolve, timeoutMs).unref();
   });
   await pool.end();

@@ -6,7 +6,7 @@ import { BASELINE_MIGRATION, PRE_BASELINE_MIGRATIONS, readCoreMigrations } from 
 import { readMigrationFolder, type Migration } from "./migration-files.js";
 import { queryFile } from "./query-files.js";
 import { connectFailed } from "./connection-errors.js";
-import { endPool } from "./database.js";
+import { endPool, newPool } from "./database.js";
 
 const MIGRATION_TABLE = queryFile("migration-table");
 
@@ -163,7 +163,7 @@ async function migrateOnClient(client: pg.ClientBase, options: { userMigrationsP
  * would hand to another client between two statements.
  */
 export async function migrateDirect(url: string, options: { userMigrationsPath?: string | undefined; log: Logger }): Promise<{ applied: string[] }> {
-  const pool = new pg.Pool({ connectionString: url, max: 1, application_name: "hub:migrate", connectionTimeoutMillis: 10_000 });
+  const pool = newPool({ connectionString: url, max: 1, application_name: "hub:migrate", connectionTimeoutMillis: 10_000 });
   pool.on("error", () => undefined); // the query that used a lost connection reports it
   try {
     await pool.query("select 1").catch((error: unknown) => {

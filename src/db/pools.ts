@@ -4,6 +4,7 @@ import type { Logger } from "../logger.js";
 import { connectFailed } from "./connection-errors.js";
 import { DEFAULT_POOL_SIZES } from "./connection-budget.js";
 import { codePoolSaturation, CommitInDoubtError, lostInFlight } from "./error-class.js";
+import { newPool } from "./database.js";
 
 export interface HubPools {
   /** Connects as the authenticator; every GraphQL request switches to app_postgraphile. */
@@ -38,7 +39,7 @@ export function sendQueriesUnnamed(client: pg.ClientBase): void {
 }
 
 function makePool(connectionString: string, name: string, max: number, log: Logger, pipeline = false, unnamed = false): pg.Pool {
-  const pool = codePoolSaturation(new pg.Pool({ connectionString, max, application_name: `hub:${name}`, connectionTimeoutMillis: 10_000, pipeline }), name);
+  const pool = codePoolSaturation(newPool({ connectionString, max, application_name: `hub:${name}`, connectionTimeoutMillis: 10_000, pipeline }), name);
   if (unnamed) pool.on("connect", sendQueriesUnnamed);
   // A client losing its connection (Postgres stopped or restarted, its backend
   // terminated, a network blip) emits "error". pg-pool listens only while the

@@ -47,7 +47,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { readCoreMigrations } from "../db/core-migrations.js";
-import { endPool } from "../db/database.js";
+import { endPool, newPool } from "../db/database.js";
 import { isAlive, startEmbeddedPostgres } from "../db/embedded.js";
 import { migrate } from "../db/migrate.js";
 import { spawnWatchdog } from "../db/watchdog.js";
@@ -230,7 +230,7 @@ async function ensureTemplate(adminUrl: string, superuserUrl: string, log: Logge
       const building = `${template}_building`;
       await admin.query(`drop database if exists ${building} with (force)`);
       await admin.query(`create database ${building}`);
-      const pool = new pg.Pool({ connectionString: withDatabase(superuserUrl, building), max: 1 });
+      const pool = newPool({ connectionString: withDatabase(superuserUrl, building), max: 1 });
       pool.on("error", () => undefined);
       try {
         await migrate(pool, { log: log.child({ step: "test-kit template" }, { level: "warn" }) });

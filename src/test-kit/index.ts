@@ -18,7 +18,7 @@ import "../prelude.js";
 import { print, type DocumentNode } from "graphql";
 import pg from "pg";
 import { createApiKey, createSession, USER_COLUMNS } from "../auth/credentials.js";
-import { endPool } from "../db/database.js";
+import { endPool, newPool } from "../db/database.js";
 import type { DbBalance, DbBankroll, DbCasino, DbCurrency, DbExperience, DbUser } from "../db/types.js";
 import { argumentOutOfRange, HubError, invalidArgument } from "../errors.js";
 import { createLogger } from "../logger.js";
@@ -176,7 +176,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       superuserDatabaseUrl: superuserUrl,
       ...(playground !== undefined ? { playground } : {}),
     }, undefined, { registry: { started: serverStarted, stopped: serverStopped } });
-    dbPool = new pg.Pool({ connectionString: superuserUrl, max: 5, application_name: "hub:test-kit" });
+    dbPool = newPool({ connectionString: superuserUrl, max: 5, application_name: "hub:test-kit" });
     // The database is dropped at stop(): idle clients then see their backend end.
     dbPool.on("error", () => undefined);
     const { rows } = await dbPool.query<{ id: string }>("select id from hub.casino where is_playground order by id limit 1");
