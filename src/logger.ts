@@ -21,16 +21,18 @@ export function createLogger(options: { level: LogLevel; pretty: boolean; /** De
     // Synchronous: a short-lived command must not lose lines at exit.
     return pino({ level: options.level, redact: { paths: REDACT, censor: "[redacted]" } }, pino.destination({ fd: 2, sync: true }));
   }
-  return pino({
-    level: options.level,
-    redact: { paths: REDACT, censor: "[redacted]" },
-    ...(options.pretty
-      ? {
-          transport: {
-            target: "pino-pretty",
-            options: { destination: options.fd ?? 1, colorize: process.stdout.isTTY === true, translateTime: "HH:MM:ss.l", ignore: "pid,hostname" },
-          },
-        }
-      : {}),
-  });
+  const base = { level: options.level, redact: { paths: REDACT, censor: "[redacted]" } };
+  if (options.pretty) {
+    return pino({
+      ...base,
+      transport: {
+        target: "pino-pretty",
+        options: { destination: options.fd ?? 1, colorize: process.stdout.isTTY === true, translateTime: "HH:MM:ss.l", ignore: "pid,hostname" },
+      },
+    });
+  }
+  // pino's default destination (asynchronous writes), but with a minLength, without which its
+  // flush(cb) calls back at once instead of after the writes in flight: a process exiting after
+  // a stop waits for them (process-signals.ts). Each line still goes out as it is logged.
+  return pino(base, pino.destination({ fd: options.fd ?? 1, sync: false, minLength: 1 }));
 }

@@ -11,7 +11,7 @@ import type { Logger } from "./logger.js";
  * second signal while stopping exits at once (exit hooks still stop an owned
  * embedded Postgres). The function returned removes the handlers.
  */
-export function stopOnSignals(stop: () => Promise<void>, log: Pick<Logger, "info" | "warn" | "error">): () => void {
+export function stopOnSignals(stop: () => Promise<void>, log: Pick<Logger, "info" | "warn" | "error" | "flush">): () => void {
   let signalled = false;
   const onSignal = (signal: NodeJS.Signals) => {
     if (signalled) {
@@ -21,10 +21,10 @@ export function stopOnSignals(stop: () => Promise<void>, log: Pick<Logger, "info
     signalled = true;
     log.info({ signal }, "received signal");
     void stop().then(
-      () => process.exit(0),
+      () => exitAfterLog(log, 0),
       (error: unknown) => {
         log.error({ err: error }, "error while stopping");
-        process.exit(1);
+        exitAfterLog(log, 1);
       },
     );
   };
@@ -34,4 +34,23 @@ export function stopOnSignals(stop: () => Promise<void>, log: Pick<Logger, "info
     process.removeListener("SIGINT", onSignal);
     process.removeListener("SIGTERM", onSignal);
   };
+}
+
+/** How long an exit waits for the log's last lines (a reader that stopped reading must not hold it). */
+const LOG_FLUSH_MS = 2000;
+
+/**
+ * Exit once the log's lines are written. Its writes are asynchronous: at
+ * process.exit, pino writes what is still buffered at once, while a write
+ * already handed to a worker thread may land after it, or not at all (the
+ * stop's last lines, "WebSocket connections closed" after "stopped").
+ */
+function exitAfterLog(log: Pick<Logger, "flush">, code: number): void {
+  const exit = () => process.exit(code);
+  setTimeout(exit, LOG_FLUSH_MS);
+  try {
+    log.flush(exit);
+  } catch {
+    exit();
+  }
 }

@@ -144,6 +144,6 @@ t.test("SIGTERM to a server process: the drain's timeline, logged, and requests 
   const steps = ["received signal", "drain started", "stopping: no longer accepting", "WebSocket connections closed", "stopped"];
   const at = steps.map((step) => server.output().indexOf(`"msg":"${step}`));
   t.ok(at.every((i) => i >= 0), `every step is logged: ${steps.join(", ")}`, { positions: at });
-  t.same([...at].sort((a, b) => a - b), at, "in that order");
+  t.same([...at].sort((a, b) => a - b), at, "in that order", { log: server.output().slice(at[0]! - 200) });
   t.match(server.output(), new RegExp(`"drainMs":${DRAIN_MS}`), "the drain's length is logged");
 });
