@@ -41,9 +41,8 @@ const LOG_FLUSH_MS = 2000;
 
 /**
  * Exit once the log's lines are written. Its writes are asynchronous: at
- * process.exit, pino writes what is still buffered at once, while a write
- * already handed to a worker thread may land after it, or not at all (the
- * stop's last lines, "WebSocket connections closed" after "stopped").
+ * process.exit pino writes what is still buffered at once, while a write
+ * already handed to a worker thread may land after it, or not at all.
  */
 function exitAfterLog(log: Pick<Logger, "flush">, code: number): void {
   const exit = () => process.exit(code);

@@ -65,12 +65,12 @@ export function newPool(config: pg.PoolConfig): pg.Pool {
  * pool.end() and wait until every connection is really closed. pg-pool's end()
  * resolves once it has *asked* its clients to close; stopping Postgres right
  * after would terminate backends still connected, whose clients then emit
- * "terminating connection due to administrator command" errors. Counting the
- * connections that opened, not pool.totalCount: a connection still being made
- * when the database went away never closes (never opened), and waiting for it
- * held the process on nothing but this timer (unref'd), so a start-up failing
- * then ended as an unsettled top-level await (exit 13) instead of its message.
- * A pool not made by newPool is ended without waiting.
+ * "terminating connection due to administrator command" errors. It counts the
+ * connections that opened, not pool.totalCount: one still being made that then
+ * fails is never removed, and waiting for it would leave the process nothing
+ * but this (unref'd) timer, so a failing start-up awaiting it would end as an
+ * unsettled top-level await (exit 13) instead of with its message. A pool not
+ * made by newPool is ended without waiting.
  */
 export async function endPool(pool: pg.Pool, timeoutMs = 5000): Promise<void> {
   const connections = openConnections.get(pool);
