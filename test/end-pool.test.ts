@@ -4,30 +4,20 @@
  * ends, which then fails, never opened and never closes.
  */
 import "./helpers/env.js";
-import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import t from "tap";
+import { run } from "./helpers/packed-project.js";
+import { ROOT } from "./helpers/process.js";
 import { sharedClusterDatabase } from "./helpers/shared-database.js";
 import { endPool, newPool } from "../dist/src/db/database.js";
 
 const CONNECTING = fileURLToPath(new URL("./fixtures/end-pool-connecting.mjs", import.meta.url));
 
-function run(file: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [file, ...args], { stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
-    child.on("exit", (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
 t.test("a connection that fails while the pool ends: endPool returns, and the process awaiting it does not end on an unsettled await", async (t) => {
   // The wait's own limit (60 s, unref'd) is far beyond the test: endPool must return because nothing is left to wait for.
-  const { code, stdout, stderr } = await run(CONNECTING, ["60000"]);
-  t.match(stdout, /^failed: .+\nended\n$/, `the connection failed, then endPool returned (stderr: ${JSON.stringify(stderr)})`);
+  const { code, output } = await run(process.execPath, [CONNECTING, "60000"], ROOT, 120_000);
+  t.match(output, /^failed: .+\nended\n$/, `the connection failed, then endPool returned: ${JSON.stringify(output)}`);
   t.equal(code, 0, "exit status 0 (13 is Node's unsettled top-level await)");
 });
 
